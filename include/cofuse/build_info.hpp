@@ -1,0 +1,19 @@
+// What this libcofuse was built from and runs on, for records that must be reproducible.
+#pragma once
+
+#include <string>
+
+namespace cofuse {
+
+struct BuildInfo {
+  std::string version;       // e.g. "0.1.0"
+  std::string git_revision;  // the commit libcofuse was configured from, or "unknown"
+  std::string compiler;      // e.g. "g++ 12.2.0"
+  std::string mpi;           // MPI_Get_library_version, first line
+  std::string blas;          // OpenBLAS configuration, core type and thread count
+};
+
+/// Safe to call before MPI_Init and without MPI ranks.
+BuildInfo build_info();
+
+}  // namespace cofuse

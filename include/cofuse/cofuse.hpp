@@ -1,0 +1,10 @@
+// Everything a user of cofuse needs: #include <cofuse/cofuse.hpp>, link cofuse::cofuse.
+#pragma once
+
+#include "cofuse/build_info.hpp"
+#include "cofuse/npy.hpp"
+#include "cofuse/op_desc.hpp"
+#include "cofuse/ops.hpp"
+#include "cofuse/reference.hpp"
+#include "cofuse/status.hpp"
+#include "cofuse/version.hpp"

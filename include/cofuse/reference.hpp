@@ -1,0 +1,33 @@
+// An independent reference for checking any op's result.
+//
+// Deliberately shares nothing with the execution path: it gathers every rank's raw inputs with
+// a plain MPI_Allgather, rebuilds op(A_j) and op(B_j) in double from the op table in
+// op_desc.hpp with its own index arithmetic, computes this rank's expected output with plain
+// loops (no BLAS), and compares by relative Frobenius error.
+#pragma once
+
+#include <mpi.h>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/ops.hpp"
+
+namespace cofuse {
+
+struct CheckResult {
+  double rel_error = 0;       // max over ranks of ‖C_r − ref_r‖_F / ‖ref_r‖_F
+  double tolerance = 0;       // tolerance(desc.dtype, desc.k)
+  int worst_rank = 0;         // the rank with the largest error
+  bool gathered_ok = true;    // gathered A (if given) equals the ranks' A exactly, on every rank
+  bool passed() const { return rel_error <= tolerance && gathered_ok; }
+};
+
+/// Collective. Checks this rank's buffers.c (and buffers.gathered when not null) against the
+/// reference. Memory: every rank holds all ranks' inputs in double, so keep it to test sizes.
+/// comm: any communicator with desc.ranks ranks (the caller's own is fine).
+CheckResult check_against_reference(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm);
+
+/// Fills n elements of dtype at data with values uniform in [-1, 1) from a deterministic
+/// generator: the same (seed, stream) always gives the same values. Never zeros.
+void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream);
+
+}  // namespace cofuse

@@ -1,0 +1,154 @@
+// The independent reference. It re-derives every shape from the op table in op_desc.hpp on
+// purpose (instead of calling OpDesc::local_shapes()), so a mistake there cannot hide here.
+#include "cofuse/reference.hpp"
+
+#include <climits>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cofuse/status.hpp"
+
+namespace cofuse {
+
+namespace {
+
+void check_mpi(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw Error(ErrorCode::mpi, std::string("reference check: ") + call + " failed");
+}
+
+double load(DType dtype, const void* data, int64_t index) {
+  return dtype == DType::f64 ? static_cast<const double*>(data)[index]
+                             : static_cast<double>(static_cast<const float*>(data)[index]);
+}
+
+// A dense row-major matrix of doubles.
+struct Dense {
+  int64_t rows = 0, cols = 0;
+  std::vector<double> v;
+  Dense(int64_t r, int64_t c) : rows(r), cols(c), v(static_cast<std::size_t>(r * c)) {}
+  double& at(int64_t i, int64_t j) { return v[static_cast<std::size_t>(i * cols + j)]; }
+};
+
+// Element (i, j) of op(X) where X is stored row-major and op(X) has `op_cols` columns.
+double op_element(DType dtype, const void* stored, bool transposed, int64_t op_rows, int64_t op_cols, int64_t i,
+                  int64_t j) {
+  return transposed ? load(dtype, stored, j * op_rows + i) : load(dtype, stored, i * op_cols + j);
+}
+
+// Every rank's raw buffer of `elements` values, concatenated in rank order.
+std::vector<unsigned char> gather_all(const void* mine, int64_t elements, DType dtype, int ranks, MPI_Comm comm) {
+  const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
+  if (bytes > INT_MAX) throw Error(ErrorCode::invalid_argument, "reference check: operands too large to gather");
+  std::vector<unsigned char> all(static_cast<std::size_t>(bytes * ranks));
+  check_mpi(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, comm),
+            "MPI_Allgather");
+  return all;
+}
+
+}  // namespace
+
+CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_Comm comm) {
+  throw_if_error(d.validate());
+  int rank = 0, size = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  if (size != d.ranks) throw Error(ErrorCode::mismatch, "reference check: communicator size differs from desc.ranks");
+  const int64_t P = size, M = d.m, N = d.n, K = d.k;
+  const std::size_t elem = dtype_size(d.dtype);
+
+  // Shapes of op(A_j) and op(B_j), straight from the table.
+  const bool ag = d.op == OpKind::ag_gemm;
+  const int64_t a_rows = (ag && d.axis == Axis::m) ? M / P : M;
+  const int64_t a_cols = (ag && d.axis == Axis::m) ? K : K / P;
+  const int64_t b_rows = ag ? K : K / P;
+  const int64_t b_cols = ag ? N / P : N;
+
+  const auto all_a = gather_all(buf.a, a_rows * a_cols, d.dtype, size, comm);
+  const auto all_b = gather_all(buf.b, b_rows * b_cols, d.dtype, size, comm);
+
+  // The whole op(A) [M, K]: ranks' shards stacked by rows (ag_gemm axis m) or side by side.
+  const bool stacked_by_rows = ag && d.axis == Axis::m;
+  Dense A(M, K);
+  for (int64_t j = 0; j < P; ++j) {
+    const void* shard = all_a.data() + j * a_rows * a_cols * static_cast<int64_t>(elem);
+    for (int64_t i = 0; i < a_rows; ++i)
+      for (int64_t c = 0; c < a_cols; ++c) {
+        const double value = op_element(d.dtype, shard, d.trans_a, a_rows, a_cols, i, c);
+        if (stacked_by_rows) A.at(j * a_rows + i, c) = value;
+        else A.at(i, j * a_cols + c) = value;
+      }
+  }
+  // The op(B) [K, cols] this rank multiplies by: its own shard (ag_gemm), or all shards stacked.
+  const int64_t B_cols = b_cols;  // N/P for ag_gemm, N otherwise
+  Dense B(K, B_cols);
+  for (int64_t j = 0; j < (ag ? 1 : P); ++j) {
+    const int64_t owner = ag ? rank : j;
+    const void* shard = all_b.data() + owner * b_rows * b_cols * static_cast<int64_t>(elem);
+    for (int64_t i = 0; i < b_rows; ++i)
+      for (int64_t c = 0; c < b_cols; ++c)
+        B.at(j * b_rows + i, c) = op_element(d.dtype, shard, d.trans_b, b_rows, b_cols, i, c);
+  }
+
+  // The block of the full product that this rank's C holds.
+  int64_t row0 = 0, rows = M, col0 = 0, cols = B_cols;
+  if (d.op == OpKind::gemm_rs && d.axis == Axis::m) { row0 = rank * (M / P); rows = M / P; }
+  if (d.op == OpKind::gemm_rs && d.axis == Axis::n) { col0 = rank * (N / P); cols = N / P; }
+
+  double err2 = 0, ref2 = 0;
+  std::vector<double> row(static_cast<std::size_t>(cols));
+  for (int64_t i = 0; i < rows; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t kk = 0; kk < K; ++kk) {
+      const double a = A.at(row0 + i, kk);
+      const double* b = &B.v[static_cast<std::size_t>(kk * B_cols + col0)];
+      for (int64_t c = 0; c < cols; ++c) row[static_cast<std::size_t>(c)] += a * b[c];
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const double got = load(d.dtype, buf.c, i * cols + c), want = row[static_cast<std::size_t>(c)];
+      err2 += (got - want) * (got - want);
+      ref2 += want * want;
+    }
+  }
+  // NaN compares false everywhere, so a NaN in C must turn into a failing error, not a pass.
+  double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  if (std::isnan(rel)) rel = INFINITY;
+
+  // The gathered operand is a copy: it must equal the stored A, bit for bit.
+  int gathered_ok = 1;
+  if (buf.gathered != nullptr) {
+    for (int64_t i = 0; i < M && gathered_ok; ++i)
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const int64_t index = d.trans_a ? kk * M + i : i * K + kk;
+        if (load(d.dtype, buf.gathered, index) != A.at(i, kk)) { gathered_ok = 0; break; }
+      }
+  }
+
+  struct { double value; int rank; } worst{rel, rank};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &gathered_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+
+  CheckResult result;
+  result.rel_error = worst.value;
+  result.worst_rank = worst.rank;
+  result.tolerance = tolerance(d.dtype, d.k);
+  result.gathered_ok = gathered_ok != 0;
+  return result;
+}
+
+void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream) {
+  // splitmix64 over (seed, stream, index): reproducible, independent of the C++ library's
+  // distributions, so a seed printed by a failing run reproduces it anywhere.
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull ^ (stream + 1) * 0xBF58476D1CE4E5B9ull;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const double value = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
+    if (dtype == DType::f64) static_cast<double*>(data)[i] = value;
+    else static_cast<float*>(data)[i] = static_cast<float>(value);
+  }
+}
+
+}  // namespace cofuse

@@ -1,0 +1,33 @@
+// Cross-rank agreement on a description, before any collective that depends on it.
+//
+// Ranks that disagree about an op would otherwise post collectives of different sizes:
+// MPI then hangs or corrupts memory. agree_fields() costs one allreduce of two 64-bit words
+// when all ranks agree; only on disagreement does it gather every field to explain which.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cofuse::detail {
+
+struct AgreedField {
+  std::string name;   // e.g. "m"
+  int64_t value = 0;  // the encoded value compared across ranks
+  // How any rank's value of this field reads in a message (e.g. 0 -> "ag_gemm");
+  // empty: the number itself. Must give the same text on every rank.
+  std::function<std::string(int64_t)> show;
+};
+
+/// Collective. Returns when every rank passed the same values; otherwise throws, on EVERY
+/// rank, the same Error(mismatch): "<what>: ranks disagree: m: 128 on ranks 0,2; 256 on rank 1".
+/// All ranks must pass the same number of fields (the same cofuse build).
+void agree_fields(MPI_Comm comm, const std::string& what, const std::vector<AgreedField>& fields);
+
+/// Formats a sorted list of ranks compactly: "rank 3", "ranks 0-2,5".
+std::string format_ranks(const std::vector<int>& ranks);
+
+}  // namespace cofuse::detail

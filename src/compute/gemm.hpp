@@ -1,0 +1,28 @@
+// The CPU compute engine: one row-major GEMM on views, through OpenBLAS (cblas).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cofuse/op_desc.hpp"
+
+namespace cofuse::detail {
+
+/// A matrix view: data plus leading dimension (elements between consecutive stored rows),
+/// and whether the stored matrix is the transpose of the operand.
+struct ConstView {
+  const void* data;
+  int64_t ld;
+  bool trans;
+};
+
+/// C[m,n] (+)= op(A)[m,k] · op(B)[k,n] in dtype, row-major, ldc elements between rows of C.
+/// accumulate: add into C (beta = 1) instead of overwriting it (beta = 0).
+/// Sizes must fit BLAS's int (checked; Error(invalid_argument) otherwise).
+void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
+          bool accumulate);
+
+/// The OpenBLAS build cofuse runs on, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".
+std::string blas_version();
+
+}  // namespace cofuse::detail

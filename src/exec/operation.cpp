@@ -1,0 +1,104 @@
+// Operation: agree across ranks, validate, check buffers, then hand the call to an executor.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cofuse/ops.hpp"
+#include "comm/agreement.hpp"
+#include "comm/comm_state.hpp"
+#include "comm/mpi_util.hpp"
+#include "exec/baseline.hpp"
+
+namespace cofuse {
+
+namespace {
+
+std::vector<detail::AgreedField> fields_of(const OpDesc& d) {
+  auto op_name = [](int64_t v) { return std::string(to_string(static_cast<OpKind>(v))); };
+  auto dtype_name = [](int64_t v) { return std::string(to_string(static_cast<DType>(v))); };
+  auto axis_name = [](int64_t v) { return std::string(to_string(static_cast<Axis>(v))); };
+  return {
+      {"op", static_cast<int64_t>(d.op), op_name},
+      {"M", d.m, {}},
+      {"N", d.n, {}},
+      {"K", d.k, {}},
+      {"dtype", static_cast<int64_t>(d.dtype), dtype_name},
+      {"trans_a", d.trans_a, {}},
+      {"trans_b", d.trans_b, {}},
+      {"axis", static_cast<int64_t>(d.axis), axis_name},
+      {"ranks", d.ranks, {}},
+  };
+}
+
+// The byte range a buffer covers, for the overlap check.
+struct Span {
+  const char* name;
+  const char* begin;
+  const char* end;
+  bool writes;
+};
+
+// Local problems with this rank's buffers, or "" when there are none.
+std::string buffer_problem(const OpDesc& d, const OpBuffers& b) {
+  const LocalShapes s = d.local_shapes();
+  const std::size_t elem = dtype_size(d.dtype);
+  if (b.a == nullptr) return "buffer a is null";
+  if (b.b == nullptr) return "buffer b is null";
+  if (b.c == nullptr) return "buffer c is null";
+  if (b.gathered != nullptr && d.op != OpKind::ag_gemm)
+    return std::string("buffer gathered is only produced by ag_gemm, not ") + to_string(d.op);
+  auto span = [&](const char* name, const void* p, MatrixShape shape, bool writes) {
+    const char* begin = static_cast<const char*>(p);
+    return Span{name, begin, begin + shape.elements() * static_cast<int64_t>(elem), writes};
+  };
+  std::vector<Span> spans = {span("a", b.a, s.a, false), span("b", b.b, s.b, false), span("c", b.c, s.c, true)};
+  if (b.gathered) spans.push_back(span("gathered", b.gathered, s.gathered, true));
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    for (std::size_t j = i + 1; j < spans.size(); ++j) {
+      const Span &x = spans[i], &y = spans[j];
+      const bool overlap = x.begin < y.end && y.begin < x.end;
+      if (overlap && (x.writes || y.writes))
+        return std::string("buffer ") + x.name + " overlaps buffer " + y.name +
+               " (an output may not alias another buffer)";
+    }
+  return "";
+}
+
+}  // namespace
+
+void agree(const OpDesc& desc, MPI_Comm comm) {
+  detail::CommState& state = detail::comm_state(comm);
+  detail::agree_fields(state.comm, to_string(desc.op), fields_of(desc));
+}
+
+Operation::Operation(const OpDesc& desc, MPI_Comm comm) : desc_(desc) {
+  detail::CommState& state = detail::comm_state(comm);
+  detail::agree_fields(state.comm, to_string(desc.op), fields_of(desc));
+  throw_if_error(desc.validate());
+  if (desc.ranks != state.size)
+    throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +
+                                         std::to_string(desc.ranks) + " but the communicator has " +
+                                         std::to_string(state.size) + " ranks");
+  state_ = &state;
+}
+
+RunStats Operation::execute(const OpBuffers& buffers) {
+  // A rank with bad buffers must not leave its peers waiting inside a collective, so the
+  // ranks learn together whether anyone's buffers are unusable (one small allreduce).
+  const std::string problem = buffer_problem(desc_, buffers);
+  int bad_rank = problem.empty() ? -1 : state_->rank;
+  detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, &bad_rank, 1, MPI_INT, MPI_MAX, state_->comm),
+                    "MPI_Allreduce (buffer check)");
+  if (bad_rank >= 0) {
+    const std::string where = std::string(to_string(desc_.op)) + ": ";
+    if (!problem.empty()) throw Error(ErrorCode::invalid_argument, where + problem + " on rank " + std::to_string(state_->rank));
+    throw Error(ErrorCode::invalid_argument, where + "rank " + std::to_string(bad_rank) + " passed unusable buffers");
+  }
+  return detail::run_baseline(desc_, buffers, state_->comm, state_->workspace);
+}
+
+RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm) {
+  return Operation(desc, comm).execute(buffers);
+}
+
+}  // namespace cofuse

@@ -1,0 +1,200 @@
+// OpDesc: names, parsing, validation and the per-rank shapes of each op.
+#include "cofuse/op_desc.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace cofuse {
+
+const char* to_string(OpKind op) {
+  switch (op) {
+    case OpKind::ag_gemm: return "ag_gemm";
+    case OpKind::gemm_rs: return "gemm_rs";
+    case OpKind::gemm_ar: return "gemm_ar";
+  }
+  return "unknown_op";
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+  }
+  return "unknown_dtype";
+}
+
+const char* to_string(Axis axis) {
+  switch (axis) {
+    case Axis::none: return "none";
+    case Axis::m: return "m";
+    case Axis::n: return "n";
+    case Axis::k: return "k";
+  }
+  return "unknown_axis";
+}
+
+std::optional<OpKind> parse_op(std::string_view text) {
+  for (OpKind op : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar})
+    if (text == to_string(op)) return op;
+  return std::nullopt;
+}
+
+std::optional<DType> parse_dtype(std::string_view text) {
+  if (text == "f32" || text == "float") return DType::f32;
+  if (text == "f64" || text == "double") return DType::f64;
+  return std::nullopt;
+}
+
+std::optional<Axis> parse_axis(std::string_view text) {
+  for (Axis axis : {Axis::none, Axis::m, Axis::n, Axis::k})
+    if (text == to_string(axis)) return axis;
+  return std::nullopt;
+}
+
+std::size_t dtype_size(DType dtype) { return dtype == DType::f64 ? 8 : 4; }
+
+Axis default_axis(OpKind op) { return op == OpKind::gemm_ar ? Axis::none : Axis::m; }
+
+namespace {
+
+// The sizes an op shards, with the reason a reader sees when one does not divide P.
+struct ShardedDim {
+  const char* name;
+  int64_t value;
+  const char* why;
+};
+
+int sharded_dims(const OpDesc& d, ShardedDim out[2]) {
+  switch (d.op) {
+    case OpKind::ag_gemm:
+      out[0] = d.axis == Axis::m ? ShardedDim{"M", d.m, "each rank holds M/P rows of op(A)"}
+                                 : ShardedDim{"K", d.k, "each rank holds K/P columns of op(A)"};
+      out[1] = {"N", d.n, "each rank holds N/P columns of op(B) and C"};
+      return 2;
+    case OpKind::gemm_rs:
+      out[0] = {"K", d.k, "each rank holds K/P columns of op(A) and rows of op(B)"};
+      out[1] = d.axis == Axis::m ? ShardedDim{"M", d.m, "each rank receives M/P rows of C"}
+                                 : ShardedDim{"N", d.n, "each rank receives N/P columns of C"};
+      return 2;
+    case OpKind::gemm_ar:
+      out[0] = {"K", d.k, "each rank holds K/P columns of op(A) and rows of op(B)"};
+      return 1;
+  }
+  return 0;
+}
+
+bool valid_axis(OpKind op, Axis axis) {
+  switch (op) {
+    case OpKind::ag_gemm: return axis == Axis::m || axis == Axis::k;
+    case OpKind::gemm_rs: return axis == Axis::m || axis == Axis::n;
+    case OpKind::gemm_ar: return axis == Axis::none;
+  }
+  return false;
+}
+
+const char* valid_axes(OpKind op) {
+  switch (op) {
+    case OpKind::ag_gemm: return "m or k";
+    case OpKind::gemm_rs: return "m or n";
+    case OpKind::gemm_ar: return "none";
+  }
+  return "";
+}
+
+// rows*cols*elem_bytes without overflow; false when it would not fit in int64.
+bool byte_count(int64_t rows, int64_t cols, std::size_t elem, int64_t* bytes) {
+  int64_t elements = 0;
+  return !__builtin_mul_overflow(rows, cols, &elements) &&
+         !__builtin_mul_overflow(elements, static_cast<int64_t>(elem), bytes);
+}
+
+std::string op_label(const OpDesc& d) {
+  std::string label = to_string(d.op);
+  if (d.op != OpKind::gemm_ar) label += std::string(" (axis ") + to_string(d.axis) + ")";
+  return label;
+}
+
+}  // namespace
+
+Status OpDesc::validate() const {
+  const std::string name = op_label(*this);
+  auto fail = [&](const std::string& what) {
+    return Status(ErrorCode::invalid_argument, name + ": " + what);
+  };
+  if (ranks < 1) return fail("ranks must be >= 1, got " + std::to_string(ranks));
+  const std::pair<const char*, int64_t> sizes[] = {{"M", m}, {"N", n}, {"K", k}};
+  for (auto [label, value] : sizes)
+    if (value < 1) return fail(std::string(label) + " must be >= 1, got " + std::to_string(value));
+  if (!valid_axis(op, axis))
+    return fail(std::string("axis ") + cofuse::to_string(axis) + " is not valid; " + cofuse::to_string(op) +
+                " shards axis " + valid_axes(op));
+
+  ShardedDim dims[2];
+  const int count = sharded_dims(*this, dims);
+  for (int i = 0; i < count; ++i) {
+    if (dims[i].value % ranks != 0) {
+      std::ostringstream msg;
+      msg << dims[i].name << "=" << dims[i].value << " is not divisible by ranks=" << ranks << " ("
+          << dims[i].value << " % " << ranks << " = " << dims[i].value % ranks << "): " << dims[i].why;
+      return fail(msg.str());
+    }
+  }
+
+  // Every buffer any rank or the reference touches must have a byte count that fits in 64 bits.
+  const std::size_t elem = dtype_size(dtype);
+  const std::pair<const char*, std::pair<int64_t, int64_t>> whole[] = {
+      {"op(A) = M*K", {m, k}}, {"op(B) = K*N", {k, n}}, {"C = M*N", {m, n}}};
+  for (const auto& [label, dims2] : whole) {
+    int64_t bytes = 0;
+    if (!byte_count(dims2.first, dims2.second, elem, &bytes)) {
+      std::ostringstream msg;
+      msg << label << " = " << dims2.first << "*" << dims2.second << " elements of " << cofuse::to_string(dtype)
+          << " overflows a 64-bit byte count";
+      return fail(msg.str());
+    }
+  }
+  return Status::Ok();
+}
+
+LocalShapes OpDesc::local_shapes() const {
+  const int64_t p = ranks;
+  // Shapes of op(A_r), op(B_r) and C_r first; the stored shape of a transposed operand swaps.
+  MatrixShape op_a, op_b, c, gathered;
+  switch (op) {
+    case OpKind::ag_gemm:
+      op_a = axis == Axis::m ? MatrixShape{m / p, k} : MatrixShape{m, k / p};
+      op_b = {k, n / p};
+      c = {m, n / p};
+      gathered = {m, k};
+      break;
+    case OpKind::gemm_rs:
+      op_a = {m, k / p};
+      op_b = {k / p, n};
+      c = axis == Axis::m ? MatrixShape{m / p, n} : MatrixShape{m, n / p};
+      break;
+    case OpKind::gemm_ar:
+      op_a = {m, k / p};
+      op_b = {k / p, n};
+      c = {m, n};
+      break;
+  }
+  auto stored = [](MatrixShape s, bool transposed) { return transposed ? MatrixShape{s.cols, s.rows} : s; };
+  return {stored(op_a, trans_a), stored(op_b, trans_b), c, stored(gathered, trans_a)};
+}
+
+std::string OpDesc::to_string() const {
+  std::ostringstream out;
+  out << cofuse::to_string(op) << " M=" << m << " N=" << n << " K=" << k << " " << cofuse::to_string(dtype)
+      << " axis=" << cofuse::to_string(axis) << " trans_a=" << trans_a << " trans_b=" << trans_b
+      << " ranks=" << ranks;
+  return out.str();
+}
+
+double tolerance(DType dtype, int64_t k) {
+  const double eps = dtype == DType::f64 ? std::numeric_limits<double>::epsilon()
+                                         : std::numeric_limits<float>::epsilon();
+  return 8.0 * eps * (std::sqrt(double(k)) + 4.0);
+}
+
+}  // namespace cofuse

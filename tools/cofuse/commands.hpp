@@ -1,0 +1,14 @@
+// The subcommands of the `cofuse` tool. Each registers its options on the parser and
+// returns the process exit code when run: 0 ok, 1 failure (check or runtime), 2 usage.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace cofuse::cli {
+
+/// Adds `cofuse run` to app; the returned function runs it after parsing (it initialises MPI).
+std::function<int()> add_run_command(CLI::App& app);
+
+}  // namespace cofuse::cli

@@ -1,0 +1,36 @@
+// `cofuse`: the command-line front end. Parsing happens before MPI starts, so `--help`,
+// `--version` and usage errors work without mpirun and without MPI ranks.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cofuse/build_info.hpp"
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"cofuse: fused AllGather+GEMM, GEMM+ReduceScatter and GEMM+AllReduce with explicit, measurable schedules.\n"
+               "Run the ops under mpirun, e.g.  mpirun -np 2 cofuse run --op gemm_ar --m 128 --n 2048 --k 2048 --check"};
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version, git revision and libraries, then exit");
+
+  auto run_command = cofuse::cli::add_run_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the usage error
+    return code == 0 ? 0 : 2;
+  }
+  if (show_version) {
+    const cofuse::BuildInfo info = cofuse::build_info();
+    std::cout << "cofuse " << info.version << " (git " << info.git_revision << ")\n"
+              << "compiler: " << info.compiler << "\n"
+              << "mpi:      " << info.mpi << "\n"
+              << "blas:     " << info.blas << "\n";
+    return 0;
+  }
+  if (app.got_subcommand("run")) return run_command();
+  std::cout << app.help();
+  return 0;
+}
