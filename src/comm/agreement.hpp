@@ -23,7 +23,9 @@ struct AgreedField {
 };
 
 /// Collective. Returns when every rank passed the same values; otherwise throws, on EVERY
-/// rank, the same Error(mismatch): "<what>: ranks disagree: m: 128 on ranks 0,2; 256 on rank 1".
+/// rank, the same Error(mismatch):
+///   "<what>: ranks disagree about the operation: M: 128 on ranks 0,2, 256 on rank 1; dtype: ..."
+/// `what` must be the same on every rank (not, say, the op name, which may be what differs).
 /// All ranks must pass the same number of fields (the same cofuse build).
 void agree_fields(MPI_Comm comm, const std::string& what, const std::vector<AgreedField>& fields);
 

@@ -68,12 +68,12 @@ std::string buffer_problem(const OpDesc& d, const OpBuffers& b) {
 
 void agree(const OpDesc& desc, MPI_Comm comm) {
   detail::CommState& state = detail::comm_state(comm);
-  detail::agree_fields(state.comm, to_string(desc.op), fields_of(desc));
+  detail::agree_fields(state.comm, "cofuse", fields_of(desc));
 }
 
 Operation::Operation(const OpDesc& desc, MPI_Comm comm) : desc_(desc) {
   detail::CommState& state = detail::comm_state(comm);
-  detail::agree_fields(state.comm, to_string(desc.op), fields_of(desc));
+  detail::agree_fields(state.comm, "cofuse", fields_of(desc));
   throw_if_error(desc.validate());
   if (desc.ranks != state.size)
     throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +

@@ -1,0 +1,152 @@
+// Is cofuse's unfused baseline as fast as the BLAS + MPI code a careful user writes by hand?
+//
+// For each op, the hand-written version (plain cblas + one MPI collective, written here
+// independently of cofuse) and cofuse::Operation::execute run interleaved, iteration by
+// iteration, so machine drift hits both alike. Each iteration's time is the slowest rank's.
+// Prints medians and the ratio cofuse / plain (1.00 = as fast; > 1 = cofuse slower).
+//
+//   mpirun -np 2 build/bench/bench_baseline_vs_plain [M N K] [iterations]
+#include <cblas.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cofuse/cofuse.hpp"
+
+namespace {
+
+struct Shape {
+  int m, n, k;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double slowest(double seconds) {
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return seconds;
+}
+
+void sgemm(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The hand-written versions: what a user writes with cblas and MPI, untransposed f32.
+struct Plain {
+  cofuse::OpDesc d;
+  int p;
+  std::vector<float> tmp, packed;
+
+  void run(const float* a, const float* b, float* c) {
+    const int M = int(d.m), N = int(d.n), K = int(d.k);
+    switch (d.op) {
+      case cofuse::OpKind::gemm_ar:
+        sgemm(M, N, K / p, a, K / p, b, N, c, N, 0);
+        MPI_Allreduce(MPI_IN_PLACE, c, M * N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+      case cofuse::OpKind::gemm_rs:
+        tmp.resize(size_t(M) * N);
+        sgemm(M, N, K / p, a, K / p, b, N, tmp.data(), N, 0);
+        if (d.axis == cofuse::Axis::m) {
+          MPI_Reduce_scatter_block(tmp.data(), c, M / p * N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        } else {  // column blocks: pack them contiguously, then reduce-scatter
+          packed.resize(tmp.size());
+          const int nl = N / p;
+          for (int j = 0; j < p; ++j)
+            for (int i = 0; i < M; ++i)
+              std::copy_n(&tmp[size_t(i) * N + j * nl], nl, &packed[(size_t(j) * M + i) * nl]);
+          MPI_Reduce_scatter_block(packed.data(), c, M * nl, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+        break;
+      case cofuse::OpKind::ag_gemm:
+        if (d.axis == cofuse::Axis::m) {
+          tmp.resize(size_t(M) * K);
+          MPI_Allgather(a, M / p * K, MPI_FLOAT, tmp.data(), M / p * K, MPI_FLOAT, MPI_COMM_WORLD);
+          sgemm(M, N / p, K, tmp.data(), K, b, N / p, c, N / p, 0);
+        } else {  // gathered shards side by side: C = sum_j A_j · B[rows block j]
+          tmp.resize(size_t(M) * K);
+          MPI_Allgather(a, M * (K / p), MPI_FLOAT, tmp.data(), M * (K / p), MPI_FLOAT, MPI_COMM_WORLD);
+          for (int j = 0; j < p; ++j)
+            sgemm(M, N / p, K / p, &tmp[size_t(j) * M * (K / p)], K / p, b + size_t(j) * (K / p) * (N / p), N / p, c,
+                  N / p, j == 0 ? 0.0f : 1.0f);
+        }
+        break;
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, p = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  Shape shape{128, 2048, 2048};
+  int iterations = 30;
+  if (argc >= 4) shape = {std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3])};
+  if (argc >= 5) iterations = std::atoi(argv[4]);
+  if (rank == 0) {
+    std::printf("cofuse baseline vs hand-written cblas + MPI: %d ranks, global M=%d N=%d K=%d, f32, %d iterations\n",
+                p, shape.m, shape.n, shape.k, iterations);
+    std::printf("%-16s %12s %12s %10s\n", "op", "plain ms", "cofuse ms", "ratio");
+  }
+  const std::pair<cofuse::OpKind, cofuse::Axis> ops[] = {
+      {cofuse::OpKind::ag_gemm, cofuse::Axis::m}, {cofuse::OpKind::ag_gemm, cofuse::Axis::k},
+      {cofuse::OpKind::gemm_rs, cofuse::Axis::m}, {cofuse::OpKind::gemm_rs, cofuse::Axis::n},
+      {cofuse::OpKind::gemm_ar, cofuse::Axis::none}};
+  int status = 0;
+  for (auto [op, axis] : ops) {
+    cofuse::OpDesc d{op, shape.m, shape.n, shape.k, cofuse::DType::f32, false, false, axis, p};
+    if (!d.validate().ok()) {
+      if (rank == 0) std::printf("%-16s skipped: %s\n", cofuse::to_string(op), d.validate().message().c_str());
+      continue;
+    }
+    const cofuse::LocalShapes s = d.local_shapes();
+    std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements()), g(s.gathered.elements());
+    cofuse::fill_random(d.dtype, a.data(), a.size(), 99, 2 * rank);
+    cofuse::fill_random(d.dtype, b.data(), b.size(), 99, 2 * rank + 1);
+    Plain plain{d, p, {}, {}};
+    cofuse::Operation operation(d, MPI_COMM_WORLD);
+    const cofuse::OpBuffers buffers{a.data(), b.data(), c.data(), nullptr};
+    std::vector<double> t_plain, t_cofuse;
+    for (int i = 0; i < iterations + 3; ++i) {
+      auto timed = [](auto&& body) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        body();
+        return slowest(MPI_Wtime() - t0);
+      };
+      auto run_plain = [&] { plain.run(a.data(), b.data(), c.data()); };
+      auto run_cofuse = [&] { operation.execute(buffers); };
+      // Alternate which goes first, so neither always runs on a cache the other warmed.
+      double tp = 0, tc = 0;
+      if (i % 2 == 0) {
+        tp = timed(run_plain);
+        tc = timed(run_cofuse);
+      } else {
+        tc = timed(run_cofuse);
+        tp = timed(run_plain);
+      }
+      if (i >= 3) {  // the first iterations warm caches and MPI connections
+        t_plain.push_back(tp);
+        t_cofuse.push_back(tc);
+      }
+    }
+    if (!cofuse::check_against_reference(d, buffers, MPI_COMM_WORLD).passed()) status = 1;
+    if (rank == 0) {
+      const double mp = median(t_plain), mc = median(t_cofuse);
+      std::string name = std::string(cofuse::to_string(op)) + " axis " + cofuse::to_string(axis);
+      std::printf("%-16s %12.3f %12.3f %10.3f\n", name.c_str(), mp * 1e3, mc * 1e3, mc / mp);
+    }
+  }
+  if (rank == 0 && status) std::printf("cofuse's result FAILED the reference check\n");
+  MPI_Finalize();
+  return status;
+}

@@ -1,0 +1,177 @@
+// Bad input across ranks: every rank must fail, quickly, with the same clear error. Never a hang.
+// Collective calls are made unconditionally on every rank; assertions come after them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "cofuse/cofuse.hpp"
+#include "mpi_test_util.hpp"
+
+namespace cofuse {
+namespace {
+
+// Runs `call` on every rank; returns this rank's error message ("" if it did not throw),
+// and checks the error code when one was thrown.
+std::string error_of(const std::function<void()>& call, ErrorCode expected) {
+  try {
+    call();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expected) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+OpDesc base_desc() {
+  const int p = test::world_size();
+  return OpDesc{OpKind::gemm_ar, 4 * p, 6 * p, 2 * p, DType::f32, false, false, Axis::none, p};
+}
+
+TEST(Agreement, RanksWithDifferentMAllThrowTheSameMessage) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  OpDesc d = base_desc();
+  if (test::world_rank() == 1) d.m *= 2;
+  const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+  const auto all = test::allgather_strings(message);
+  for (const std::string& other : all) EXPECT_EQ(other, message) << "every rank must report the same error";
+  const OpDesc ref = base_desc();
+  EXPECT_NE(message.find("ranks disagree"), std::string::npos) << message;
+  EXPECT_NE(message.find("M: " + std::to_string(ref.m) + " on rank"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(2 * ref.m) + " on rank 1"), std::string::npos) << message;
+  EXPECT_EQ(message.find("N:"), std::string::npos) << "only differing fields are named: " << message;
+}
+
+TEST(Agreement, NamesEveryDifferingFieldWithReadableValues) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  OpDesc d = base_desc();
+  if (test::world_rank() == test::world_size() - 1) {
+    d.dtype = DType::f64;
+    d.trans_b = true;
+  }
+  const std::string message = error_of([&] { agree(d, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+  EXPECT_NE(message.find("dtype: f32 on rank"), std::string::npos) << message;
+  EXPECT_NE(message.find("f64 on rank " + std::to_string(test::world_size() - 1)), std::string::npos) << message;
+  EXPECT_NE(message.find("trans_b:"), std::string::npos) << message;
+  for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
+}
+
+TEST(Agreement, DifferentOpsAreNamed) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  OpDesc d = base_desc();
+  if (test::world_rank() == 0) {
+    d.op = OpKind::gemm_rs;
+    d.axis = Axis::m;
+  }
+  const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+  EXPECT_NE(message.find("op: gemm_rs on rank 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("gemm_ar on rank"), std::string::npos) << message;
+  for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
+}
+
+TEST(Agreement, AgreeingRanksPassAndTheCommunicatorStaysUsable) {
+  const OpDesc d = base_desc();
+  EXPECT_NO_THROW(agree(d, MPI_COMM_WORLD));
+  // After a disagreement, the next agreed op must still run correctly (nothing left in flight).
+  if (test::world_size() >= 2) {
+    OpDesc bad = d;
+    if (test::world_rank() == 0) bad.k += test::world_size();
+    error_of([&] { agree(bad, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+  }
+  const LocalShapes s = d.local_shapes();
+  std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements());
+  fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 7 * test::world_rank());
+  fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 7 * test::world_rank() + 1);
+  run(d, {a.data(), b.data(), c.data(), nullptr}, MPI_COMM_WORLD);
+  EXPECT_TRUE(check_against_reference(d, {a.data(), b.data(), c.data(), nullptr}, MPI_COMM_WORLD).passed());
+}
+
+TEST(Validation, IndivisibleShardFailsOnEveryRank) {
+  if (test::world_size() < 2) GTEST_SKIP() << "every size divides one rank";
+  OpDesc d = base_desc();
+  d.k = 2 * test::world_size() + 1;
+  const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("K=" + std::to_string(d.k) + " is not divisible by ranks=" + std::to_string(d.ranks)),
+            std::string::npos)
+      << message;
+  for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
+}
+
+TEST(Validation, RanksFieldMustMatchCommunicator) {
+  OpDesc d = base_desc();
+  d.ranks = test::world_size() + 1;
+  d.m = d.n = d.k = 6 * d.ranks;
+  const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+  EXPECT_NE(message.find("ranks=" + std::to_string(d.ranks) + " but the communicator has " +
+                         std::to_string(test::world_size())),
+            std::string::npos)
+      << message;
+}
+
+TEST(Buffers, NullBufferOnOneRankFailsEveryRank) {
+  const OpDesc d = base_desc();
+  const LocalShapes s = d.local_shapes();
+  std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements());
+  fill_random(d.dtype, a.data(), a.size(), 1, 1);
+  fill_random(d.dtype, b.data(), b.size(), 1, 2);
+  const int culprit = test::world_size() - 1;
+  OpBuffers buffers{a.data(), b.data(), c.data(), nullptr};
+  if (test::world_rank() == culprit) buffers.b = nullptr;
+  Operation operation(d, MPI_COMM_WORLD);
+  const std::string message = error_of([&] { operation.execute(buffers); }, ErrorCode::invalid_argument);
+  if (test::world_rank() == culprit) EXPECT_NE(message.find("buffer b is null"), std::string::npos) << message;
+  else EXPECT_NE(message.find("rank " + std::to_string(culprit) + " passed unusable buffers"), std::string::npos) << message;
+}
+
+TEST(Buffers, OutputAliasingAnInputIsRejected) {
+  const OpDesc d = base_desc();
+  const LocalShapes s = d.local_shapes();
+  // One allocation big enough for all; C placed over the tail of A.
+  std::vector<float> block(s.a.elements() + s.b.elements() + s.c.elements());
+  fill_random(d.dtype, block.data(), block.size(), 3, 3);
+  float* a = block.data();
+  float* b = a + s.a.elements();
+  float* c = a + s.a.elements() / 2;
+  const std::string message =
+      error_of([&] { run(d, {a, b, c, nullptr}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("overlaps"), std::string::npos) << message;
+}
+
+TEST(Buffers, GatheredOnlyForAgGemm) {
+  const OpDesc d = base_desc();
+  const LocalShapes s = d.local_shapes();
+  std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements()), extra(16);
+  const std::string message =
+      error_of([&] { run(d, {a.data(), b.data(), c.data(), extra.data()}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("only produced by ag_gemm"), std::string::npos) << message;
+}
+
+// The reference must be able to fail: a wrong element, a NaN, a wrong gathered copy.
+TEST(Reference, DetectsCorruption) {
+  const int rank = test::world_rank(), p = test::world_size();
+  OpDesc d{OpKind::ag_gemm, 4 * p, 3 * p, 5, DType::f32, false, false, Axis::m, p};
+  const LocalShapes s = d.local_shapes();
+  std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements()), g(s.gathered.elements());
+  fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 2 * rank);
+  fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 2 * rank + 1);
+  const OpBuffers buffers{a.data(), b.data(), c.data(), g.data()};
+  run(d, buffers, MPI_COMM_WORLD);
+  EXPECT_TRUE(check_against_reference(d, buffers, MPI_COMM_WORLD).passed());
+
+  const int victim = p - 1;
+  if (rank == victim) c[c.size() / 2] += 0.5f;
+  CheckResult wrong = check_against_reference(d, buffers, MPI_COMM_WORLD);
+  EXPECT_FALSE(wrong.passed());
+  EXPECT_EQ(wrong.worst_rank, victim);
+  if (rank == victim) c[c.size() / 2] = std::nanf("");
+  EXPECT_FALSE(check_against_reference(d, buffers, MPI_COMM_WORLD).passed()) << "NaN must fail the check";
+  run(d, buffers, MPI_COMM_WORLD);
+  if (rank == 0) g[1] = -g[1] + 1.0f;
+  CheckResult bad_gather = check_against_reference(d, buffers, MPI_COMM_WORLD);
+  EXPECT_FALSE(bad_gather.gathered_ok);
+  EXPECT_FALSE(bad_gather.passed());
+}
+
+}  // namespace
+}  // namespace cofuse

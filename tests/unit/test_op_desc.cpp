@@ -1,0 +1,128 @@
+// OpDesc: names, parsing, validation messages and the per-rank shapes of every op.
+#include <gtest/gtest.h>
+
+#include "cofuse/op_desc.hpp"
+
+namespace cofuse {
+namespace {
+
+OpDesc desc(OpKind op, Axis axis, int64_t m, int64_t n, int64_t k, int ranks, bool ta = false, bool tb = false) {
+  return OpDesc{op, m, n, k, DType::f32, ta, tb, axis, ranks};
+}
+
+TEST(Names, RoundTripAndRejectUnknown) {
+  for (OpKind op : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar}) EXPECT_EQ(parse_op(to_string(op)), op);
+  for (DType t : {DType::f32, DType::f64}) EXPECT_EQ(parse_dtype(to_string(t)), t);
+  for (Axis a : {Axis::none, Axis::m, Axis::n, Axis::k}) EXPECT_EQ(parse_axis(to_string(a)), a);
+  EXPECT_FALSE(parse_op("gemm"));
+  EXPECT_FALSE(parse_op(""));
+  EXPECT_FALSE(parse_dtype("f16"));
+  EXPECT_FALSE(parse_axis("x"));
+  EXPECT_EQ(parse_dtype("double"), DType::f64);
+}
+
+TEST(Validate, AcceptsEveryOpWithItsAxes) {
+  EXPECT_TRUE(desc(OpKind::ag_gemm, Axis::m, 8, 8, 3, 4).validate().ok());
+  EXPECT_TRUE(desc(OpKind::ag_gemm, Axis::k, 3, 8, 8, 4).validate().ok());
+  EXPECT_TRUE(desc(OpKind::gemm_rs, Axis::m, 8, 3, 8, 4).validate().ok());
+  EXPECT_TRUE(desc(OpKind::gemm_rs, Axis::n, 3, 8, 8, 4).validate().ok());
+  EXPECT_TRUE(desc(OpKind::gemm_ar, Axis::none, 3, 5, 8, 4).validate().ok());
+}
+
+TEST(Validate, IndivisibleShardNamesOpAxisAndBothSides) {
+  const Status s = desc(OpKind::ag_gemm, Axis::m, 130, 8, 8, 4).validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(s.message(),
+            "ag_gemm (axis m): M=130 is not divisible by ranks=4 (130 % 4 = 2): each rank holds M/P rows of op(A)");
+  EXPECT_NE(desc(OpKind::gemm_rs, Axis::n, 8, 10, 8, 4).validate().message().find("N=10 is not divisible by ranks=4"),
+            std::string::npos);
+  EXPECT_NE(desc(OpKind::gemm_ar, Axis::none, 8, 8, 6, 4).validate().message().find("gemm_ar: K=6 is not divisible"),
+            std::string::npos);
+  EXPECT_NE(desc(OpKind::ag_gemm, Axis::k, 8, 8, 9, 4).validate().message().find("K=9"), std::string::npos);
+}
+
+TEST(Validate, ZeroAndNegativeSizes) {
+  EXPECT_EQ(desc(OpKind::gemm_ar, Axis::none, 0, 8, 8, 1).validate().message(), "gemm_ar: M must be >= 1, got 0");
+  EXPECT_EQ(desc(OpKind::gemm_ar, Axis::none, 8, -3, 8, 1).validate().message(), "gemm_ar: N must be >= 1, got -3");
+  EXPECT_EQ(desc(OpKind::gemm_ar, Axis::none, 8, 8, 0, 1).validate().message(), "gemm_ar: K must be >= 1, got 0");
+  EXPECT_EQ(desc(OpKind::gemm_ar, Axis::none, 8, 8, 8, 0).validate().message(), "gemm_ar: ranks must be >= 1, got 0");
+}
+
+TEST(Validate, ByteCountOverflow) {
+  const int64_t big = int64_t(1) << 40;
+  const Status s = desc(OpKind::gemm_ar, Axis::none, big, big, 4, 1).validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("C = M*N = 1099511627776*1099511627776 elements of f32 overflows a 64-bit byte count"),
+            std::string::npos)
+      << s.message();
+  // Elements fit in int64 but bytes do not.
+  const Status bytes = desc(OpKind::gemm_ar, Axis::none, int64_t(1) << 31, 4, int64_t(1) << 31, 1).validate();
+  EXPECT_NE(bytes.message().find("op(A) = M*K"), std::string::npos) << bytes.message();
+}
+
+TEST(Validate, AxisMustSuitTheOp) {
+  EXPECT_EQ(desc(OpKind::gemm_ar, Axis::m, 8, 8, 8, 2).validate().message(),
+            "gemm_ar: axis m is not valid; gemm_ar shards axis none");
+  EXPECT_NE(desc(OpKind::ag_gemm, Axis::n, 8, 8, 8, 2).validate().message().find("ag_gemm shards axis m or k"),
+            std::string::npos);
+  EXPECT_NE(desc(OpKind::gemm_rs, Axis::k, 8, 8, 8, 2).validate().message().find("gemm_rs shards axis m or n"),
+            std::string::npos);
+  EXPECT_FALSE(desc(OpKind::ag_gemm, Axis::none, 8, 8, 8, 2).validate().ok());
+}
+
+// The table in op_desc.hpp, row by row, with and without transposes.
+TEST(LocalShapes, MatchTheOpTable) {
+  const int64_t M = 12, N = 8, K = 20, P = 4;
+  auto shapes = [&](OpKind op, Axis axis, bool ta, bool tb) { return desc(op, axis, M, N, K, P, ta, tb).local_shapes(); };
+  using S = MatrixShape;
+
+  LocalShapes s = shapes(OpKind::ag_gemm, Axis::m, false, false);
+  EXPECT_EQ(s.a, (S{M / P, K}));
+  EXPECT_EQ(s.b, (S{K, N / P}));
+  EXPECT_EQ(s.c, (S{M, N / P}));
+  EXPECT_EQ(s.gathered, (S{M, K}));
+  s = shapes(OpKind::ag_gemm, Axis::m, true, true);
+  EXPECT_EQ(s.a, (S{K, M / P}));
+  EXPECT_EQ(s.b, (S{N / P, K}));
+  EXPECT_EQ(s.c, (S{M, N / P}));
+  EXPECT_EQ(s.gathered, (S{K, M}));
+
+  s = shapes(OpKind::ag_gemm, Axis::k, false, false);
+  EXPECT_EQ(s.a, (S{M, K / P}));
+  EXPECT_EQ(s.b, (S{K, N / P}));
+  EXPECT_EQ(s.gathered, (S{M, K}));
+  s = shapes(OpKind::ag_gemm, Axis::k, true, false);
+  EXPECT_EQ(s.a, (S{K / P, M}));
+  EXPECT_EQ(s.gathered, (S{K, M}));
+
+  s = shapes(OpKind::gemm_rs, Axis::m, false, false);
+  EXPECT_EQ(s.a, (S{M, K / P}));
+  EXPECT_EQ(s.b, (S{K / P, N}));
+  EXPECT_EQ(s.c, (S{M / P, N}));
+  EXPECT_EQ(s.gathered, (S{0, 0}));
+  s = shapes(OpKind::gemm_rs, Axis::n, true, true);
+  EXPECT_EQ(s.a, (S{K / P, M}));
+  EXPECT_EQ(s.b, (S{N, K / P}));
+  EXPECT_EQ(s.c, (S{M, N / P}));
+
+  s = shapes(OpKind::gemm_ar, Axis::none, false, true);
+  EXPECT_EQ(s.a, (S{M, K / P}));
+  EXPECT_EQ(s.b, (S{N, K / P}));
+  EXPECT_EQ(s.c, (S{M, N}));
+}
+
+TEST(Tolerance, GrowsWithKAndSeparatesDtypes) {
+  EXPECT_LT(tolerance(DType::f64, 1024), tolerance(DType::f32, 1024));
+  EXPECT_LT(tolerance(DType::f32, 16), tolerance(DType::f32, 4096));
+  EXPECT_LT(tolerance(DType::f32, 1 << 20), 1e-2) << "must stay far below the error of garbage";
+}
+
+TEST(Describe, OneReadableLine) {
+  EXPECT_EQ(desc(OpKind::gemm_ar, Axis::none, 128, 2048, 2048, 2).to_string(),
+            "gemm_ar M=128 N=2048 K=2048 f32 axis=none trans_a=0 trans_b=0 ranks=2");
+  EXPECT_DOUBLE_EQ(desc(OpKind::gemm_ar, Axis::none, 2, 3, 4, 1).flops(), 48.0);
+}
+
+}  // namespace
+}  // namespace cofuse
