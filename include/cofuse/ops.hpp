@@ -11,12 +11,18 @@
 
 #include <mpi.h>
 
+#include <memory>
+#include <vector>
+
 #include "cofuse/op_desc.hpp"
+#include "cofuse/plan.hpp"
+#include "cofuse/schedule.hpp"
 
 namespace cofuse {
 
 namespace detail {
 struct CommState;
+class CpuExecutor;
 }
 
 /// One rank's buffers, laid out as OpDesc::local_shapes() says (row-major, contiguous).
@@ -29,47 +35,78 @@ struct OpBuffers {
                              // (local_shapes().gathered elements); may be null
 };
 
-/// Wall-clock seconds this rank spent in each phase of one call.
+/// Wall-clock seconds of one call on this rank.
 struct RunStats {
-  double gemm_s = 0;   // local GEMM work (BLAS)
-  double comm_s = 0;   // MPI collective work, including the wait for slower peers
+  double gemm_s = 0;   // time the compute engine spent in GEMM tasks (summed over tasks)
+  double comm_s = 0;   // wall time during which any communication task was in flight
+                       // (including the wait for slower peers)
   double total_s = 0;  // the whole call, from entry to return
 };
 
-/// A validated, agreed operation bound to a communicator, ready to run many times.
+/// Settings of the CPU executor. Explicit values, no environment variables.
+struct ExecSettings {
+  /// Progress thread (engine=thread): microseconds it sleeps between two polls of MPI while a
+  /// message is in flight. 0 = spin (fastest reaction, but it takes a whole core from the
+  /// GEMM); larger = cheaper, but a message may complete up to this much later than it could.
+  /// With nothing in flight the thread blocks on a condition variable and costs nothing.
+  int poll_us = 50;
+  /// Fused schedules (engine=inline): rows of a GEMM computed between two MPI progress calls.
+  int64_t tile_rows = 64;
+};
+
+/// When one task of the last call started and ended (steady-clock seconds on this rank).
+struct TaskTime {
+  double start = 0;
+  double end = 0;
+};
+
+/// A validated, agreed operation bound to a communicator and a schedule, ready to run many times:
+/// the persistent handle that owns the plan, its MPI datatypes and its progress thread.
 ///
-/// The constructor is collective: the ranks exchange a digest of the description
-/// (op, M, N, K, dtype, transposes, axis, ranks) and, if any rank differs, EVERY rank throws
-/// the same cofuse::Error naming each differing field and which ranks hold which value.
-/// Then the description is validated (the same check on every rank, so all throw alike).
-/// execute() runs without further agreement, so repeated calls pay nothing for the check.
+/// The constructor is collective: the ranks exchange a digest of the description and the
+/// schedule (op, M, N, K, dtype, transposes, axis, ranks, and every schedule field) and, if any
+/// rank differs, EVERY rank throws the same cofuse::Error naming each differing field and which
+/// ranks hold which value. Then both are validated (the same check on every rank, so all throw
+/// alike) and this rank's plan is built. execute() runs without further agreement.
 class Operation {
  public:
   /// desc: what to compute; desc.ranks must equal the size of comm.
   /// comm: the caller's communicator; it must outlive this object.
+  /// schedule: how to run it (default: the unfused baseline). Schedules with a progress thread
+  ///   (fusion=unfused, overlap != none) need MPI_THREAD_SERIALIZED or higher.
+  /// settings: executor settings (progress polling interval, fused tile size).
   /// Throws cofuse::Error (mismatch, invalid_argument, mpi).
-  Operation(const OpDesc& desc, MPI_Comm comm);
+  Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule = serial_schedule(),
+            const ExecSettings& settings = {});
+  ~Operation();
+  Operation(Operation&&) noexcept;
+  Operation& operator=(Operation&&) noexcept;
 
   /// Runs the op on this rank's buffers (collective). Outputs must not overlap any other buffer.
-  /// Current schedule: the unfused baseline (whole collective and whole GEMM, one after the other).
   /// The ranks first tell each other whether their buffers are usable (one 4-byte allreduce),
   /// so a null or aliased buffer on one rank makes every rank throw instead of hanging.
   /// Throws cofuse::Error (invalid_argument for buffers, mpi for an MPI failure).
   RunStats execute(const OpBuffers& buffers);
 
   const OpDesc& desc() const { return desc_; }
+  const Schedule& schedule() const;
+  /// This rank's plan (print it with plan().dump()).
+  const Plan& plan() const;
+  /// Start and end of every task of the last execute(), indexed like plan().tasks.
+  const std::vector<TaskTime>& task_times() const;
 
  private:
   OpDesc desc_;
   detail::CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
+  std::unique_ptr<detail::CpuExecutor> executor_;
 };
 
-/// One-shot form: Operation(desc, comm).execute(buffers). Agrees and validates on every call,
-/// which costs one small allreduce; keep an Operation for repeated calls.
-RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm);
+/// One-shot form: Operation(desc, comm, schedule).execute(buffers). Agrees, validates and plans
+/// on every call; keep an Operation for repeated calls.
+RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule = serial_schedule());
 
 /// Collective agreement check alone: throws the same cofuse::Error on every rank when the
-/// ranks' descriptions differ (named fields, values and ranks). Used by Operation.
-void agree(const OpDesc& desc, MPI_Comm comm);
+/// ranks' descriptions or schedules differ (named fields, values and ranks). Used by Operation.
+void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm);
 
 }  // namespace cofuse

@@ -7,13 +7,18 @@
 #include "comm/agreement.hpp"
 #include "comm/comm_state.hpp"
 #include "comm/mpi_util.hpp"
-#include "exec/baseline.hpp"
+#include "exec/cpu_executor.hpp"
 
 namespace cofuse {
 
 namespace {
 
-std::vector<detail::AgreedField> fields_of(const OpDesc& d) {
+template <typename E>
+detail::AgreedField enum_field(const char* name, E value) {
+  return {name, static_cast<int64_t>(value), [](int64_t v) { return std::string(to_string(static_cast<E>(v))); }};
+}
+
+std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
   auto op_name = [](int64_t v) { return std::string(to_string(static_cast<OpKind>(v))); };
   auto dtype_name = [](int64_t v) { return std::string(to_string(static_cast<DType>(v))); };
   auto axis_name = [](int64_t v) { return std::string(to_string(static_cast<Axis>(v))); };
@@ -27,6 +32,13 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d) {
       {"trans_b", d.trans_b, {}},
       {"axis", static_cast<int64_t>(d.axis), axis_name},
       {"ranks", d.ranks, {}},
+      enum_field("overlap", s.overlap),
+      {"chunks", s.chunks, {}},
+      enum_field("split", s.split),
+      enum_field("data", s.data),
+      enum_field("fusion", s.fusion),
+      enum_field("engine", s.engine),
+      enum_field("algo", s.algo),
   };
 }
 
@@ -66,21 +78,32 @@ std::string buffer_problem(const OpDesc& d, const OpBuffers& b) {
 
 }  // namespace
 
-void agree(const OpDesc& desc, MPI_Comm comm) {
+void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
   detail::CommState& state = detail::comm_state(comm);
-  detail::agree_fields(state.comm, "cofuse", fields_of(desc));
+  detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
 }
 
-Operation::Operation(const OpDesc& desc, MPI_Comm comm) : desc_(desc) {
+Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
+    : desc_(desc) {
   detail::CommState& state = detail::comm_state(comm);
-  detail::agree_fields(state.comm, "cofuse", fields_of(desc));
+  detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
   throw_if_error(desc.validate());
+  throw_if_error(schedule.validate_for(desc));
   if (desc.ranks != state.size)
     throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +
                                          std::to_string(desc.ranks) + " but the communicator has " +
                                          std::to_string(state.size) + " ranks");
   state_ = &state;
+  executor_ = std::make_unique<detail::CpuExecutor>(lower(desc, schedule, state.rank), state.comm, settings);
 }
+
+Operation::~Operation() = default;
+Operation::Operation(Operation&&) noexcept = default;
+Operation& Operation::operator=(Operation&&) noexcept = default;
+
+const Schedule& Operation::schedule() const { return executor_->plan().schedule; }
+const Plan& Operation::plan() const { return executor_->plan(); }
+const std::vector<TaskTime>& Operation::task_times() const { return executor_->times(); }
 
 RunStats Operation::execute(const OpBuffers& buffers) {
   // A rank with bad buffers must not leave its peers waiting inside a collective, so the
@@ -94,11 +117,12 @@ RunStats Operation::execute(const OpBuffers& buffers) {
     if (!problem.empty()) throw Error(ErrorCode::invalid_argument, where + problem + " on rank " + std::to_string(state_->rank));
     throw Error(ErrorCode::invalid_argument, where + "rank " + std::to_string(bad_rank) + " passed unusable buffers");
   }
-  return detail::run_baseline(desc_, buffers, state_->comm, state_->workspace);
+  const std::size_t bytes = static_cast<std::size_t>(executor_->plan().work_elements) * dtype_size(desc_.dtype);
+  return executor_->run(buffers, state_->workspace.get(bytes));
 }
 
-RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm) {
-  return Operation(desc, comm).execute(buffers);
+RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {
+  return Operation(desc, comm, schedule).execute(buffers);
 }
 
 }  // namespace cofuse

@@ -50,7 +50,7 @@ TEST(Agreement, NamesEveryDifferingFieldWithReadableValues) {
     d.dtype = DType::f64;
     d.trans_b = true;
   }
-  const std::string message = error_of([&] { agree(d, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+  const std::string message = error_of([&] { agree(d, serial_schedule(), MPI_COMM_WORLD); }, ErrorCode::mismatch);
   EXPECT_NE(message.find("dtype: f32 on rank"), std::string::npos) << message;
   EXPECT_NE(message.find("f64 on rank " + std::to_string(test::world_size() - 1)), std::string::npos) << message;
   EXPECT_NE(message.find("trans_b:"), std::string::npos) << message;
@@ -72,12 +72,12 @@ TEST(Agreement, DifferentOpsAreNamed) {
 
 TEST(Agreement, AgreeingRanksPassAndTheCommunicatorStaysUsable) {
   const OpDesc d = base_desc();
-  EXPECT_NO_THROW(agree(d, MPI_COMM_WORLD));
+  EXPECT_NO_THROW(agree(d, serial_schedule(), MPI_COMM_WORLD));
   // After a disagreement, the next agreed op must still run correctly (nothing left in flight).
   if (test::world_size() >= 2) {
     OpDesc bad = d;
     if (test::world_rank() == 0) bad.k += test::world_size();
-    error_of([&] { agree(bad, MPI_COMM_WORLD); }, ErrorCode::mismatch);
+    error_of([&] { agree(bad, serial_schedule(), MPI_COMM_WORLD); }, ErrorCode::mismatch);
   }
   const LocalShapes s = d.local_shapes();
   std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements());

@@ -1,0 +1,95 @@
+// A Plan: what one rank does to run (OpDesc, Schedule), as a DAG of tasks over buffer views.
+//
+// lower() is the only code that knows how an op is cut; executors (CPU threads, and later CUDA
+// streams and the simulator) only run plans. A plan is plain data: print it with dump().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/schedule.hpp"
+
+namespace cofuse {
+
+/// The buffers a plan's views point into: the caller's a, b, c, the gathered operand
+/// (the caller's, or a region of the workspace when the caller passes none), and the plan's
+/// own workspace (staging, partial sums).
+enum class Buf : uint8_t { a, b, c, gathered, work };
+
+/// A row-major matrix view: `rows` rows of `cols` elements, `ld` elements between row starts,
+/// beginning `offset` elements into buffer `buf`.
+struct View {
+  Buf buf = Buf::work;
+  int64_t offset = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+  int64_t elements() const { return rows * cols; }
+  bool contiguous() const { return rows <= 1 || ld == cols; }
+  bool empty() const { return rows == 0 || cols == 0; }
+};
+
+enum class TaskKind : uint8_t {
+  gemm,        // z (+)= op(x) · op(y)
+  send,        // send view x to `peer`
+  recv,        // receive view z from `peer`
+  reduce,      // z += x (a received partial added into a local one)
+  pack,        // z = x: strided -> contiguous staging, before sending
+  unpack,      // z = x: contiguous staging -> strided destination, after receiving
+  collective,  // a library collective on one piece (see Collective)
+};
+
+enum class Collective : uint8_t {
+  allgather,       // x: this rank's piece; z: rank 0's slot, rank j's at z.offset + j * stride
+  reduce_scatter,  // x: rank 0's block of the partial, rank j's at x.offset + j * stride; z: result
+  allreduce,       // z in place
+};
+
+/// The two engines of every plan. How they are realised is the executor's business
+/// (CPU: the calling thread and a progress thread, or one thread for fused schedules).
+enum class EngineId : uint8_t { compute = 0, comm = 1 };
+
+struct Task {
+  TaskKind kind = TaskKind::gemm;
+  EngineId engine = EngineId::compute;
+  View x, y, z;
+  bool trans_x = false, trans_y = false;  // gemm: x or y stored transposed
+  bool accumulate = false;                // gemm: add into z instead of overwriting
+  int peer = -1;                          // send / recv
+  int tag = 0;                            // send / recv: unique per message within a plan
+  Collective collective = Collective::allgather;
+  int64_t stride = 0;                     // collective: distance between ranks' slots (elements)
+  std::vector<int> deps;                  // indices of tasks that must finish first
+  int step = 0;                           // ring / direct step, or 0
+  int chunk = 0;                          // piece index within the shard or block
+  int64_t bytes = 0;                      // bytes moved (communication, copies)
+  double flops = 0;                       // gemm: 2·m·n·k; reduce: elements
+  std::string label;                      // short human name, e.g. "gemm shard 2 piece 1"
+};
+
+struct Plan {
+  OpDesc desc;
+  Schedule schedule;
+  int rank = 0;
+  std::vector<Task> tasks;        // a topological order: every dep precedes its task
+  int64_t work_elements = 0;      // workspace the plan needs, in elements of desc.dtype
+  int64_t gathered_offset = -1;   // ag_gemm: where the gathered operand lives in the workspace
+                                  // when the caller passes no gathered buffer
+  std::string order;              // how chunk order avoids deadlock, in words
+
+  /// Human-readable listing: header, workspace, then one line per task with engine and deps.
+  std::string dump() const;
+};
+
+/// Builds rank `rank`'s plan for (desc, schedule). desc and schedule must be valid
+/// (desc.validate(), schedule.validate_for(desc)); throws Error(invalid_argument) otherwise.
+/// Pure: needs no MPI, so any rank's plan can be printed anywhere.
+Plan lower(const OpDesc& desc, const Schedule& schedule, int rank);
+
+const char* to_string(TaskKind kind);
+const char* to_string(EngineId engine);
+const char* to_string(Buf buf);
+
+}  // namespace cofuse

@@ -1,0 +1,90 @@
+// How an op is run: one point in the schedule design space, as a plain value.
+//
+//   field    values                   meaning
+//   overlap  none | shard | chunk     none: the unfused baseline (whole collective, whole GEMM).
+//                                     shard: one step per peer shard (ring / direct exchange).
+//                                     chunk: every shard (or output block) cut into `chunks` pieces.
+//   chunks   1..65536                 pieces per shard (ag_gemm) or per output block (gemm_rs/ar)
+//   split    1d | 2d                  1d: a piece is a range of rows; 2d: a tile (rows x column
+//                                     range), i.e. strided memory
+//   data     uniform | hetero         uniform: strided pieces are packed into contiguous staging
+//                                     before they move (and unpacked after); hetero: they move
+//                                     straight from/to strided memory (MPI derived datatypes)
+//   fusion   unfused | fused          unfused: GEMM and communication on separate engines;
+//                                     fused: one thread interleaves GEMM tiles with MPI progress
+//   engine   thread | inline | ce | sm   who moves bytes: a progress thread (unfused), the
+//                                     compute thread itself (fused); ce / sm are GPU engines
+//   algo     coll | ring | direct     coll: a library collective per piece; ring: point-to-point
+//                                     ring, reduce / forward per step; direct: every piece
+//                                     straight to its destination, start staggered by rank
+//
+// String form (parses and prints round-trip), fields in this order:
+//   overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring
+// A preset name may stand for all fields, optionally followed by overrides:
+//   "hetero-unfused-1d", "hetero-unfused-1d,chunks=8".
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/status.hpp"
+
+namespace cofuse {
+
+enum class Overlap { none, shard, chunk };
+enum class Split { d1, d2 };
+enum class DataMode { uniform, hetero };
+enum class Fusion { unfused, fused };
+enum class Engine { thread, inline_, ce, sm };
+enum class Algo { coll, ring, direct };
+
+struct Schedule {
+  Overlap overlap = Overlap::none;
+  int chunks = 1;
+  Split split = Split::d1;
+  DataMode data = DataMode::hetero;
+  Fusion fusion = Fusion::unfused;
+  Engine engine = Engine::thread;
+  Algo algo = Algo::coll;
+
+  /// The full string form, every field, e.g. "overlap=none,chunks=1,split=1d,...".
+  std::string to_string() const;
+
+  /// Parses the string form or a preset (optionally with overrides). Unknown keys, values,
+  /// duplicate keys and empty input are errors (invalid_argument) naming the offending token.
+  static std::optional<Schedule> parse(std::string_view text, Status* error = nullptr);
+
+  /// Checks that this combination means something for `desc` (validated separately); the
+  /// message names the fields and says why, e.g. "overlap=shard moves whole shards: chunks must be 1".
+  Status validate_for(const OpDesc& desc) const;
+
+  bool operator==(const Schedule&) const = default;
+};
+
+/// The unfused baseline.
+Schedule serial_schedule();
+
+/// A named schedule and what it is.
+struct Preset {
+  std::string name;
+  Schedule schedule;
+  std::string summary;
+};
+
+/// Every preset: serial, shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
+const std::vector<Preset>& presets();
+
+/// Every schedule valid for desc from a grid (chunks in `chunk_counts`), serial first.
+std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8});
+
+const char* to_string(Overlap v);
+const char* to_string(Split v);
+const char* to_string(DataMode v);
+const char* to_string(Fusion v);
+const char* to_string(Engine v);
+const char* to_string(Algo v);
+
+}  // namespace cofuse

@@ -1,0 +1,93 @@
+// The CPU executor: runs a Plan with threads as engines. It knows tasks, views and engines,
+// never ops.
+//
+//   unfused (engine=thread): the calling thread is the compute engine (BLAS, reductions); a
+//     persistent progress thread is the communication engine: it posts non-blocking MPI
+//     operations as soon as their dependencies are met and polls them, sleeping `poll_us`
+//     between polls while anything is in flight and blocking on a condition variable when
+//     nothing is, so it does not burn a core while it waits.
+//   fused (engine=inline) and overlap=none: one thread; between GEMM tiles of `tile_rows`
+//     rows (fused only) it posts and tests communication itself.
+//
+// Readiness between engines: atomic done flags + one condition variable; no sleeps stand in
+// for work. Everything a call needs (datatypes, request arrays, the thread) is made once,
+// at construction: the steady-state path allocates nothing.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cofuse/ops.hpp"
+#include "cofuse/plan.hpp"
+
+namespace cofuse::detail {
+
+class CpuExecutor {
+ public:
+  /// comm: cofuse's own communicator (MPI_ERRORS_RETURN). Throws Error for a schedule this
+  /// executor cannot run (GPU engines) or an MPI thread level too low for a progress thread.
+  CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings);
+  ~CpuExecutor();
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+
+  /// Runs the plan once on the caller's buffers; `work` must hold plan().work_elements elements.
+  /// Collective. Returns this rank's phase times.
+  RunStats run(const OpBuffers& buffers, void* work);
+
+  const Plan& plan() const { return plan_; }
+  /// Start and end of every task of the last run (steady-clock seconds), indexed like plan().tasks.
+  const std::vector<TaskTime>& times() const { return times_; }
+
+ private:
+  struct CommTask;
+  void* pointer(const View& view) const;
+  bool deps_done(const Task& task) const;
+  void mark_done(int task);
+  void run_compute_task(int index, bool tiled);
+  bool progress();           // one pass of posting and testing; true if anything changed
+  void wait_any_inflight();  // blocks in MPI until one in-flight operation completes
+  void drive_comm();         // the progress thread's work for one run
+  void progress_thread_main();
+  void post(int slot);
+  void build_datatypes();
+  void free_datatypes();
+
+  Plan plan_;
+  MPI_Comm comm_;
+  ExecSettings settings_;
+  bool threaded_ = false;
+  bool tiled_ = false;
+  std::vector<int> compute_order_;    // compute-engine task indices, in plan order
+  std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
+  std::vector<MPI_Request> requests_; // one per comm task
+  std::vector<int> completed_;        // scratch for MPI_Testsome
+  std::unique_ptr<std::atomic<uint8_t>[]> done_;
+  std::vector<TaskTime> times_;
+  std::vector<std::pair<double, double>> spans_;  // scratch for the communication time
+  char* base_[5] = {};
+
+  // Per-run progress of the communication engine.
+  std::size_t first_unposted_ = 0;
+  int next_collective_ = 0;
+  int inflight_ = 0;
+  std::size_t comm_left_ = 0;
+
+  // Hand-off between the calling thread and the progress thread.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0, finished_generation_ = 0;
+  uint64_t compute_events_ = 0;
+  bool stop_ = false;
+  std::string failure_;
+  std::thread thread_;
+};
+
+}  // namespace cofuse::detail

@@ -1,0 +1,16 @@
+// Local work on views: copies (pack / unpack) and reductions, typed by the plan's dtype.
+#pragma once
+
+#include <cstddef>
+
+#include "cofuse/plan.hpp"
+
+namespace cofuse::detail {
+
+/// to = from, row by row (same rows x cols; each with its own leading dimension).
+void copy_view(DType dtype, const void* from, const View& from_view, void* to, const View& to_view);
+
+/// into += from, element by element (same rows x cols).
+void add_view(DType dtype, const void* from, const View& from_view, void* into, const View& into_view);
+
+}  // namespace cofuse::detail

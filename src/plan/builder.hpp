@@ -1,0 +1,72 @@
+// Shared tools of the lowering code: ranges, pieces, views of op(X), and a plan under construction.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cofuse/plan.hpp"
+
+namespace cofuse::detail {
+
+/// [begin, begin + size)
+struct Range {
+  int64_t begin = 0;
+  int64_t size = 0;
+};
+
+/// The i-th of `parts` contiguous near-equal ranges of [0, total): the first total % parts
+/// ranges are one longer. Every rank computes the same ranges, so pieces match across ranks.
+Range split_range(int64_t total, int64_t parts, int64_t i);
+
+/// A piece of a [rows, cols] region, in that region's coordinates.
+struct Piece {
+  Range rows, cols;
+};
+
+/// How a schedule cuts a [rows, cols] region: one piece (overlap none/shard); 1d: min(chunks,
+/// rows) row ranges; 2d: a grid of rp x cp tiles with rp the largest divisor of chunks that is
+/// <= sqrt(chunks) (4 -> 2x2, 6 -> 2x3, 5 -> 1x5), clamped to the region. Never an empty piece.
+std::vector<Piece> cut(int64_t rows, int64_t cols, const Schedule& schedule);
+
+/// The stored view of the op(X) region (rows, cols) of matrix X stored row-major with leading
+/// dimension ld at `offset` in buf: for a transposed X the stored view is the transpose.
+View op_view(Buf buf, int64_t offset, int64_t ld, bool trans, Range rows, Range cols);
+
+/// A plain row-major view.
+View dense_view(Buf buf, int64_t offset, int64_t rows, int64_t cols, int64_t ld);
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const OpDesc& desc, const Schedule& schedule, int rank);
+
+  /// Adds a task and returns its index. Dependencies must already be in the plan.
+  int add(Task task);
+  /// Reserves `elements` of workspace (64-byte aligned) and returns its offset in elements.
+  int64_t alloc(int64_t elements);
+
+  int gemm(const std::string& label, View z, View x, bool trans_x, View y, bool trans_y, bool accumulate,
+           std::vector<int> deps, int step, int chunk);
+  int copy(TaskKind kind, const std::string& label, View from, View to, std::vector<int> deps, int step, int chunk);
+  int reduce(const std::string& label, View into, View from, std::vector<int> deps, int step, int chunk);
+  int send(const std::string& label, View from, int peer, int tag, std::vector<int> deps, int step, int chunk);
+  int recv(const std::string& label, View into, int peer, int tag, std::vector<int> deps, int step, int chunk);
+  int collective(const std::string& label, Collective kind, View x, View z, int64_t stride, std::vector<int> deps,
+                 int chunk);
+
+  const OpDesc& desc() const { return plan_.desc; }
+  const Schedule& schedule() const { return plan_.schedule; }
+  int rank() const { return plan_.rank; }
+  int ranks() const { return plan_.desc.ranks; }
+  std::size_t elem() const { return dtype_size(plan_.desc.dtype); }
+  Plan& plan() { return plan_; }
+  Plan finish(std::string order);
+
+ private:
+  Plan plan_;
+};
+
+/// Lowering of the two op families (the only code that knows how ops are cut).
+Plan lower_gather(PlanBuilder& builder);   // ag_gemm, both axes
+Plan lower_reduce(PlanBuilder& builder);   // gemm_rs (both axes) and gemm_ar
+
+}  // namespace cofuse::detail
