@@ -12,6 +12,8 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
@@ -83,8 +85,9 @@ class Operation {
   Operation& operator=(Operation&&) noexcept;
 
   /// Runs the op on this rank's buffers (collective). Outputs must not overlap any other buffer.
-  /// The ranks first tell each other whether their buffers are usable (one 4-byte allreduce),
-  /// so a null or aliased buffer on one rank makes every rank throw instead of hanging.
+  /// The ranks first tell each other whether their buffers (and this rank's workspace) are
+  /// usable (one 4-byte allreduce), so a null or aliased buffer, or a failed workspace
+  /// allocation, on one rank makes every rank throw instead of hanging.
   /// Throws cofuse::Error (invalid_argument for buffers, mpi for an MPI failure).
   RunStats execute(const OpBuffers& buffers);
 
@@ -102,8 +105,15 @@ class Operation {
 };
 
 /// One-shot form: Operation(desc, comm, schedule).execute(buffers). Agrees, validates and plans
-/// on every call; keep an Operation for repeated calls.
+/// on every call (two small allreduces, plus an MPI_Comm_dup on a communicator's first use);
+/// keep an Operation for repeated calls.
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule = serial_schedule());
+
+/// Collective: throws the same cofuse::Error(mismatch) on every rank unless every rank passed
+/// the same values, naming each differing one. For settings outside OpDesc and Schedule (a
+/// tool's iteration count, say) that would otherwise leave ranks in different collectives.
+/// what: names the caller in the message (must be the same on every rank).
+void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values);
 
 /// Collective agreement check alone: throws the same cofuse::Error on every rank when the
 /// ranks' descriptions or schedules differ (named fields, values and ranks). Used by Operation.

@@ -8,6 +8,8 @@
 
 #include <mpi.h>
 
+#include <vector>
+
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"
 
@@ -19,6 +21,22 @@ struct CheckResult {
   int worst_rank = 0;         // the rank with the largest error
   bool gathered_ok = true;    // gathered A (if given) equals the ranks' A exactly, on every rank
   bool passed() const { return rel_error <= tolerance && gathered_ok; }
+};
+
+/// The expected result of this rank, computed once from the inputs (collective), so that many
+/// runs on the same inputs (every schedule of a sweep, say) are checked without recomputing it.
+class Reference {
+ public:
+  /// Collective: agrees on desc across ranks, gathers every rank's a and b, computes this
+  /// rank's expected C in double. Throws Error (mismatch, invalid_argument, mpi).
+  Reference(const OpDesc& desc, const void* a, const void* b, MPI_Comm comm);
+  /// Collective: compares this rank's c (and, when not null, the gathered A of ag_gemm).
+  CheckResult check(const void* c, const void* gathered, MPI_Comm comm) const;
+
+ private:
+  OpDesc desc_;
+  std::vector<double> expected_;  // this rank's C block
+  std::vector<double> gathered_;  // ag_gemm: op(A) [M, K]
 };
 
 /// Collective. Checks this rank's buffers.c (and buffers.gathered when not null) against the

@@ -48,7 +48,8 @@ std::vector<unsigned char> gather_all(const void* mine, int64_t elements, DType 
 
 }  // namespace
 
-CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_Comm comm) {
+Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, MPI_Comm comm) : desc_(d) {
+  agree(d, serial_schedule(), comm);  // ranks checking different ops would gather different sizes
   throw_if_error(d.validate());
   int rank = 0, size = 0;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
@@ -64,8 +65,8 @@ CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_C
   const int64_t b_rows = ag ? K : K / P;
   const int64_t b_cols = ag ? N / P : N;
 
-  const auto all_a = gather_all(buf.a, a_rows * a_cols, d.dtype, size, comm);
-  const auto all_b = gather_all(buf.b, b_rows * b_cols, d.dtype, size, comm);
+  const auto all_a = gather_all(a_local, a_rows * a_cols, d.dtype, size, comm);
+  const auto all_b = gather_all(b_local, b_rows * b_cols, d.dtype, size, comm);
 
   // The whole op(A) [M, K]: ranks' shards stacked by rows (ag_gemm axis m) or side by side.
   const bool stacked_by_rows = ag && d.axis == Axis::m;
@@ -95,20 +96,27 @@ CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_C
   if (d.op == OpKind::gemm_rs && d.axis == Axis::m) { row0 = rank * (M / P); rows = M / P; }
   if (d.op == OpKind::gemm_rs && d.axis == Axis::n) { col0 = rank * (N / P); cols = N / P; }
 
-  double err2 = 0, ref2 = 0;
-  std::vector<double> row(static_cast<std::size_t>(cols));
+  expected_.assign(static_cast<std::size_t>(rows * cols), 0.0);
   for (int64_t i = 0; i < rows; ++i) {
-    std::fill(row.begin(), row.end(), 0.0);
+    double* row = &expected_[static_cast<std::size_t>(i * cols)];
     for (int64_t kk = 0; kk < K; ++kk) {
       const double a = A.at(row0 + i, kk);
       const double* b = &B.v[static_cast<std::size_t>(kk * B_cols + col0)];
-      for (int64_t c = 0; c < cols; ++c) row[static_cast<std::size_t>(c)] += a * b[c];
+      for (int64_t c = 0; c < cols; ++c) row[c] += a * b[c];
     }
-    for (int64_t c = 0; c < cols; ++c) {
-      const double got = load(d.dtype, buf.c, i * cols + c), want = row[static_cast<std::size_t>(c)];
-      err2 += (got - want) * (got - want);
-      ref2 += want * want;
-    }
+  }
+  if (ag) gathered_ = std::move(A.v);
+}
+
+CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm) const {
+  const OpDesc& d = desc_;
+  int rank = 0;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < expected_.size(); ++i) {
+    const double got = load(d.dtype, c, static_cast<int64_t>(i)), want = expected_[i];
+    err2 += (got - want) * (got - want);
+    ref2 += want * want;
   }
   // NaN compares false everywhere, so a NaN in C must turn into a failing error, not a pass.
   double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
@@ -116,15 +124,22 @@ CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_C
 
   // The gathered operand is a copy: it must equal the stored A, bit for bit.
   int gathered_ok = 1;
-  if (buf.gathered != nullptr) {
+  if (gathered != nullptr && !gathered_.empty()) {
+    const int64_t M = d.m, K = d.k;
     for (int64_t i = 0; i < M && gathered_ok; ++i)
       for (int64_t kk = 0; kk < K; ++kk) {
         const int64_t index = d.trans_a ? kk * M + i : i * K + kk;
-        if (load(d.dtype, buf.gathered, index) != A.at(i, kk)) { gathered_ok = 0; break; }
+        if (load(d.dtype, gathered, index) != gathered_[static_cast<std::size_t>(i * K + kk)]) {
+          gathered_ok = 0;
+          break;
+        }
       }
   }
 
-  struct { double value; int rank; } worst{rel, rank};
+  struct {
+    double value;
+    int rank;
+  } worst{rel, rank};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), "MPI_Allreduce");
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &gathered_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
 
@@ -134,6 +149,10 @@ CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_C
   result.tolerance = tolerance(d.dtype, d.k);
   result.gathered_ok = gathered_ok != 0;
   return result;
+}
+
+CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_Comm comm) {
+  return Reference(d, buf.a, buf.b, comm).check(buf.c, buf.gathered, comm);
 }
 
 void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream) {

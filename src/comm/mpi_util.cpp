@@ -28,17 +28,4 @@ int comm_size(MPI_Comm comm) {
   return size;
 }
 
-OwnedDatatype column_block_type(DType dtype, int64_t count, int64_t block, int64_t stride) {
-  const MPI_Datatype element = mpi_type(dtype);
-  MPI_Datatype vector = MPI_DATATYPE_NULL, resized = MPI_DATATYPE_NULL;
-  mpi_check(MPI_Type_vector(static_cast<int>(count), static_cast<int>(block), static_cast<int>(stride), element,
-                            &vector),
-            "MPI_Type_vector");
-  OwnedDatatype vector_owner(vector);
-  const MPI_Aint extent = static_cast<MPI_Aint>(block * static_cast<int64_t>(dtype_size(dtype)));
-  mpi_check(MPI_Type_create_resized(vector, 0, extent, &resized), "MPI_Type_create_resized");
-  mpi_check(MPI_Type_commit(&resized), "MPI_Type_commit");
-  return OwnedDatatype(resized);
-}
-
 }  // namespace cofuse::detail

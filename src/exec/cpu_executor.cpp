@@ -49,6 +49,7 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
   if (settings_.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "tile_rows must be >= 1");
   threaded_ = s.overlap != Overlap::none && s.fusion == Fusion::unfused;
   tiled_ = s.fusion == Fusion::fused;
+  blocking_collectives_ = s.overlap == Overlap::none;
   if (threaded_) {
     int level = MPI_THREAD_SINGLE;
     mpi_check(MPI_Query_thread(&level), "MPI_Query_thread");
@@ -189,6 +190,28 @@ void CpuExecutor::post(int slot) {
       mpi_check(MPI_Irecv(pointer(t.z), c.z_count, c.z_type, t.peer, t.tag, comm_, request), "MPI_Irecv");
       break;
     case TaskKind::collective:
+      ++next_collective_;
+      if (blocking_collectives_) {
+        // Nothing to overlap with: the blocking collective, whose algorithms (Open MPI's
+        // "tuned" component) are faster than the non-blocking ones (libnbc).
+        switch (t.collective) {
+          case Collective::allgather:
+            mpi_check(MPI_Allgather(pointer(t.x), c.x_count, c.x_type, pointer(t.z), c.z_count, c.z_type, comm_),
+                      "MPI_Allgather");
+            break;
+          case Collective::reduce_scatter:
+            mpi_check(MPI_Reduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, MPI_SUM, comm_),
+                      "MPI_Reduce_scatter_block");
+            break;
+          case Collective::allreduce:
+            mpi_check(MPI_Allreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, MPI_SUM, comm_), "MPI_Allreduce");
+            break;
+        }
+        c.posted = true;
+        mark_done(c.task);
+        --comm_left_;
+        return;
+      }
       switch (t.collective) {
         case Collective::allgather:
           mpi_check(MPI_Iallgather(pointer(t.x), c.x_count, c.x_type, pointer(t.z), c.z_count, c.z_type, comm_, request),
@@ -203,7 +226,6 @@ void CpuExecutor::post(int slot) {
                     "MPI_Iallreduce");
           break;
       }
-      ++next_collective_;
       break;
     default: throw Error(ErrorCode::internal, "post: not a communication task: " + t.label);
   }

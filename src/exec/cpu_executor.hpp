@@ -65,6 +65,7 @@ class CpuExecutor {
   ExecSettings settings_;
   bool threaded_ = false;
   bool tiled_ = false;
+  bool blocking_collectives_ = false;  // overlap=none: nothing to overlap, use blocking collectives
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order
   std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
   std::vector<MPI_Request> requests_; // one per comm task

@@ -1,5 +1,6 @@
 // Operation: agree across ranks, validate, check buffers, then hand the call to an executor.
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,12 @@ std::string buffer_problem(const OpDesc& d, const OpBuffers& b) {
 
 }  // namespace
 
+void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values) {
+  std::vector<detail::AgreedField> fields;
+  for (const auto& [name, value] : values) fields.push_back({name, value, {}});
+  detail::agree_fields(detail::comm_state(comm).comm, what, fields);
+}
+
 void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
   detail::CommState& state = detail::comm_state(comm);
   detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
@@ -106,9 +113,18 @@ const Plan& Operation::plan() const { return executor_->plan(); }
 const std::vector<TaskTime>& Operation::task_times() const { return executor_->times(); }
 
 RunStats Operation::execute(const OpBuffers& buffers) {
-  // A rank with bad buffers must not leave its peers waiting inside a collective, so the
-  // ranks learn together whether anyone's buffers are unusable (one small allreduce).
-  const std::string problem = buffer_problem(desc_, buffers);
+  const auto start = std::chrono::steady_clock::now();
+  // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
+  // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
+  std::string problem = buffer_problem(desc_, buffers);
+  void* work = nullptr;
+  if (problem.empty()) {
+    try {
+      work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().work_elements) * dtype_size(desc_.dtype));
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+  }
   int bad_rank = problem.empty() ? -1 : state_->rank;
   detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, &bad_rank, 1, MPI_INT, MPI_MAX, state_->comm),
                     "MPI_Allreduce (buffer check)");
@@ -117,8 +133,9 @@ RunStats Operation::execute(const OpBuffers& buffers) {
     if (!problem.empty()) throw Error(ErrorCode::invalid_argument, where + problem + " on rank " + std::to_string(state_->rank));
     throw Error(ErrorCode::invalid_argument, where + "rank " + std::to_string(bad_rank) + " passed unusable buffers");
   }
-  const std::size_t bytes = static_cast<std::size_t>(executor_->plan().work_elements) * dtype_size(desc_.dtype);
-  return executor_->run(buffers, state_->workspace.get(bytes));
+  RunStats stats = executor_->run(buffers, work);
+  stats.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
 }
 
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {

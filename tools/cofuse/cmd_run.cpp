@@ -1,11 +1,13 @@
-// `cofuse run`: one op, timed over iterations, optionally checked and saved.
+// `cofuse run`: one op under one schedule (or a sweep of schedules), timed, checked, traced, saved.
 //
-// Flow: parse (no MPI) -> MPI_Init -> Operation (ranks agree on the op, then validate) ->
-// seeded random inputs -> warm-up -> timed iterations (slowest rank per iteration) ->
-// reference check -> table or JSON on rank 0 -> optional .npy files from every rank.
+// Flow: parse (no MPI) -> MPI_Init_thread -> ranks agree on the run options -> Operation (ranks
+// agree on op and schedule, then validate) -> seeded random inputs -> warm-up -> timed
+// iterations -> reference check -> table or JSON on rank 0 -> optional trace and .npy files.
 #include <mpi.h>
 
+#include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +17,7 @@
 
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "op_options.hpp"
 #include "timing.hpp"
 
 namespace cofuse::cli {
@@ -22,21 +25,26 @@ namespace cofuse::cli {
 namespace {
 
 struct RunArgs {
-  std::string op = "gemm_ar";
-  int64_t m = 128, n = 2048, k = 2048;  // seed 000's worked example, global sizes
-  std::string dtype = "f32";
-  bool trans_a = false, trans_b = false;
-  std::string axis = "auto";
-  std::optional<uint64_t> seed;
+  OpArgs op;
+  std::string schedule = "serial";
+  std::string schedules;  // "all", "presets", or a ';'-separated list
+  std::string seed;       // empty: a fresh one
   int iters = 20, warmup = 3;
   bool check = false;
   std::string save_dir;
+  std::string trace_path;
   bool json = false;
+  ExecSettings settings;
 };
 
-// Times of one phase, one value per iteration (the slowest rank's).
-struct PhaseTimes {
+// Per iteration: GEMM time of the slowest rank; communication time of the rank that waited
+// least (the last to arrive waits for nobody, so its time is the communication itself);
+// total of the slowest rank.
+struct Times {
   std::vector<double> gemm, comm, total;
+  Summary g() const { return summarize(gemm); }
+  Summary m() const { return summarize(comm); }
+  Summary t() const { return summarize(total); }
 };
 
 // nccl-tests conventions: algbw = bytes / time, where bytes is the whole collective's size
@@ -52,25 +60,20 @@ CommSize comm_size(const OpDesc& d) {
   const double elem = static_cast<double>(dtype_size(d.dtype));
   const double p = d.ranks;
   switch (d.op) {
-    case OpKind::ag_gemm:
-      return {"MPI_Allgather", double(d.m) * double(d.k) * elem, (p - 1) / p, "(P-1)/P"};
-    case OpKind::gemm_rs:
-      return {"MPI_Reduce_scatter_block", double(d.m) * double(d.n) * elem, (p - 1) / p, "(P-1)/P"};
-    case OpKind::gemm_ar:
-      return {"MPI_Allreduce", double(d.m) * double(d.n) * elem, 2 * (p - 1) / p, "2(P-1)/P"};
+    case OpKind::ag_gemm: return {"allgather", double(d.m) * double(d.k) * elem, (p - 1) / p, "(P-1)/P"};
+    case OpKind::gemm_rs: return {"reduce-scatter", double(d.m) * double(d.n) * elem, (p - 1) / p, "(P-1)/P"};
+    case OpKind::gemm_ar: return {"all-reduce", double(d.m) * double(d.n) * elem, 2 * (p - 1) / p, "2(P-1)/P"};
   }
   return {"", 0, 0, ""};
 }
 
-std::string shape_text(MatrixShape s) {
-  return "[" + std::to_string(s.rows) + " x " + std::to_string(s.cols) + "]";
-}
+std::string shape_text(MatrixShape s) { return "[" + std::to_string(s.rows) + " x " + std::to_string(s.cols) + "]"; }
 
 nlohmann::json summary_json(const Summary& s) {
   return {{"median", s.median * 1e3}, {"min", s.min * 1e3}, {"max", s.max * 1e3}};
 }
 
-// Allocation of one operand, typed by the op's dtype.
+// One operand's storage, typed by the op's dtype.
 struct Matrix {
   MatrixShape shape;
   std::vector<unsigned char> bytes;
@@ -78,150 +81,259 @@ struct Matrix {
   void* data() { return bytes.empty() ? nullptr : bytes.data(); }
 };
 
-void save_npy_files(const std::string& dir, int rank, const OpDesc& d, const RunArgs& args, uint64_t seed,
-                    Matrix& a, Matrix& b, Matrix& c, Matrix& gathered) {
+struct Inputs {
+  LocalShapes shapes;
+  Matrix a, b, c, gathered;
+  Inputs(const OpDesc& d, uint64_t seed, int rank)
+      : shapes(d.local_shapes()),
+        a(shapes.a, d.dtype),
+        b(shapes.b, d.dtype),
+        c(shapes.c, d.dtype),
+        gathered(shapes.gathered, d.dtype) {
+    fill_random(d.dtype, a.data(), shapes.a.elements(), seed, 2 * uint64_t(rank));
+    fill_random(d.dtype, b.data(), shapes.b.elements(), seed, 2 * uint64_t(rank) + 1);
+  }
+  OpBuffers buffers() { return {a.data(), b.data(), c.data(), gathered.data()}; }
+};
+
+Times time_operation(Operation& operation, const OpBuffers& buffers, int iters, int warmup) {
+  for (int i = 0; i < warmup; ++i) operation.execute(buffers);
+  Times times;
+  for (int i = 0; i < iters; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
+    const RunStats s = operation.execute(buffers);
+    double slowest[2] = {s.gemm_s, s.total_s}, least_waiting = s.comm_s;
+    MPI_Allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &least_waiting, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    times.gemm.push_back(slowest[0]);
+    times.comm.push_back(least_waiting);
+    times.total.push_back(slowest[1]);
+  }
+  return times;
+}
+
+uint64_t choose_seed(const RunArgs& args) {
+  uint64_t seed = 0;
+  if (!args.seed.empty()) {
+    std::from_chars(args.seed.data(), args.seed.data() + args.seed.size(), seed);  // validated at parse time
+  } else {
+    seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  }
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  return seed;
+}
+
+void save_npy_files(const std::string& dir, int rank, const OpDesc& d, const Schedule& s, const RunArgs& args,
+                    uint64_t seed, Inputs& in) {
   std::filesystem::create_directories(dir);
   const std::string prefix = dir + "/rank" + std::to_string(rank) + ".";
-  write_npy(prefix + "a.npy", d.dtype, a.data(), a.shape.rows, a.shape.cols);
-  write_npy(prefix + "b.npy", d.dtype, b.data(), b.shape.rows, b.shape.cols);
-  write_npy(prefix + "c.npy", d.dtype, c.data(), c.shape.rows, c.shape.cols);
-  if (gathered.data()) write_npy(prefix + "gathered.npy", d.dtype, gathered.data(), gathered.shape.rows, gathered.shape.cols);
+  write_npy(prefix + "a.npy", d.dtype, in.a.data(), in.a.shape.rows, in.a.shape.cols);
+  write_npy(prefix + "b.npy", d.dtype, in.b.data(), in.b.shape.rows, in.b.shape.cols);
+  write_npy(prefix + "c.npy", d.dtype, in.c.data(), in.c.shape.rows, in.c.shape.cols);
+  if (in.gathered.data())
+    write_npy(prefix + "gathered.npy", d.dtype, in.gathered.data(), in.gathered.shape.rows, in.gathered.shape.cols);
   if (rank == 0) {
     // What a verifier needs to recompute the result with numpy, independently of cofuse.
-    nlohmann::json meta = {{"op", to_string(d.op)}, {"m", d.m}, {"n", d.n}, {"k", d.k},
-                           {"dtype", to_string(d.dtype)}, {"axis", to_string(d.axis)},
-                           {"trans_a", d.trans_a}, {"trans_b", d.trans_b}, {"ranks", d.ranks},
-                           {"seed", seed}, {"iters", args.iters},
-                           {"files", "rank<r>.a.npy, rank<r>.b.npy, rank<r>.c.npy (stored, row-major)"
-                                     + std::string(gathered.data() ? ", rank<r>.gathered.npy" : "")}};
-    std::ofstream(dir + "/meta.json") << meta.dump(2) << "\n";
+    const nlohmann::json meta = {
+        {"op", to_string(d.op)}, {"m", d.m}, {"n", d.n}, {"k", d.k}, {"dtype", to_string(d.dtype)},
+        {"axis", to_string(d.axis)}, {"trans_a", d.trans_a}, {"trans_b", d.trans_b}, {"ranks", d.ranks},
+        {"schedule", s.to_string()}, {"seed", seed}, {"iters", args.iters},
+        {"files", "rank<r>.a.npy, rank<r>.b.npy, rank<r>.c.npy (stored, row-major)" +
+                      std::string(in.gathered.data() ? ", rank<r>.gathered.npy" : "")}};
+    std::ofstream out(dir + "/meta.json");
+    out << meta.dump(2) << "\n";
+    if (!out) throw Error(ErrorCode::io, "cannot write " + dir + "/meta.json");
   }
 }
 
+void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, const Inputs& in, const Times& times,
+                  uint64_t seed, const std::optional<CheckResult>& check) {
+  const Summary g = times.g(), m = times.m(), t = times.t();
+  const CommSize cs = comm_size(d);
+  const double gflops = g.median > 0 ? d.flops() / d.ranks / g.median * 1e-9 : 0;
+  const bool serial = op.schedule().overlap == Overlap::none;
+  // algbw only means something where the communication ran alone (the serial schedule).
+  const double algbw = serial && m.median > 0 ? cs.bytes / m.median * 1e-9 : 0;
+  if (args.json) {
+    const BuildInfo info = build_info();
+    const nlohmann::json out = {
+        {"cofuse_version", info.version}, {"git_revision", info.git_revision},
+        {"op", to_string(d.op)}, {"m", d.m}, {"n", d.n}, {"k", d.k}, {"dtype", to_string(d.dtype)},
+        {"axis", to_string(d.axis)}, {"trans_a", d.trans_a}, {"trans_b", d.trans_b}, {"ranks", d.ranks},
+        {"schedule", op.schedule().to_string()}, {"schedule_name", schedule_name(op.schedule())},
+        {"seed", seed}, {"iters", args.iters}, {"warmup", args.warmup},
+        {"poll_us", args.settings.poll_us}, {"tile_rows", args.settings.tile_rows},
+        {"local_shapes", {{"a", {in.shapes.a.rows, in.shapes.a.cols}}, {"b", {in.shapes.b.rows, in.shapes.b.cols}},
+                          {"c", {in.shapes.c.rows, in.shapes.c.cols}}}},
+        {"times_ms", {{"gemm", summary_json(g)}, {"comm", summary_json(m)}, {"total", summary_json(t)}}},
+        {"timing", "per iteration: gemm and total of the slowest rank, comm of the rank that waited least"},
+        {"gemm_gflops_per_rank", gflops},
+        {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_gbps", algbw},
+                  {"busbw_gbps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}}},
+        {"compiler", info.compiler}, {"mpi", info.mpi}, {"blas", info.blas},
+        {"check", check ? nlohmann::json{{"rel_error", check->rel_error}, {"tolerance", check->tolerance},
+                                         {"worst_rank", check->worst_rank}, {"gathered_ok", check->gathered_ok},
+                                         {"passed", check->passed()}}
+                        : nlohmann::json(nullptr)}};
+    std::cout << out.dump() << std::endl;
+    return;
+  }
+  std::ostringstream o;
+  o << std::fixed;
+  o << "cofuse run   " << d.to_string() << "\n";
+  o << "schedule     " << schedule_name(op.schedule());
+  if (serial) o << " (unfused baseline: " << (d.op == OpKind::ag_gemm ? std::string(cs.collective) + ", then GEMM" : "GEMM, then " + std::string(cs.collective)) << ")";
+  else o << " = " << op.schedule().to_string();
+  o << "\n";
+  o << "per rank     A " << shape_text(in.shapes.a) << "  B " << shape_text(in.shapes.b) << "  C " << shape_text(in.shapes.c);
+  if (d.op == OpKind::ag_gemm) o << "  gathered A " << shape_text(in.shapes.gathered);
+  o << "   (stored, row-major)\n";
+  o << "timing       " << args.iters << " iterations after " << args.warmup << " warm-up; gemm = time in GEMM tasks "
+    << "(slowest rank), comm = time with communication in flight (rank that waited least), total = slowest rank\n";
+  o << "             " << std::setw(10) << "median" << std::setw(10) << "min" << std::setw(10) << "max" << "   ms\n";
+  auto row = [&](const char* name, const Summary& s) {
+    o << "  " << std::left << std::setw(11) << name << std::right << std::setprecision(3) << std::setw(10)
+      << s.median * 1e3 << std::setw(10) << s.min * 1e3 << std::setw(10) << s.max * 1e3 << "\n";
+  };
+  row("gemm", g);
+  row("comm", m);
+  row("total", t);
+  o << std::setprecision(2) << "rates        GEMM " << gflops << " GFLOP/s per rank";
+  if (serial)
+    o << "; " << cs.collective << " algbw " << algbw << " GB/s, busbw " << algbw * cs.busbw_factor
+      << " GB/s (busbw = algbw * " << cs.factor_text << ")";
+  o << "\n";
+  if (check) {
+    o << std::scientific << std::setprecision(2) << "check        relative Frobenius error " << check->rel_error
+      << (check->rel_error <= check->tolerance ? " <= " : " > ") << "tolerance " << check->tolerance << " (worst rank "
+      << check->worst_rank << ")";
+    if (d.op == OpKind::ag_gemm) o << ", gathered A " << (check->gathered_ok ? "exact" : "WRONG");
+    o << ": " << (check->passed() ? "PASS" : "FAIL") << " (seed " << seed << ")\n";
+  } else {
+    o << "check        not run (add --check); seed " << seed << "\n";
+  }
+  std::cout << o.str() << std::flush;
+}
+
+std::vector<Schedule> sweep_list(const RunArgs& args, const OpDesc& d) {
+  if (args.schedules == "all") return enumerate_schedules(d);
+  std::vector<Schedule> out;
+  if (args.schedules == "presets") {
+    for (const Preset& p : presets())
+      if (p.schedule.validate_for(d).ok()) out.push_back(p.schedule);
+    return out;
+  }
+  std::stringstream list(args.schedules);
+  std::string item;
+  while (std::getline(list, item, ';'))
+    if (!item.empty()) out.push_back(*Schedule::parse(item));  // validated at parse time
+  return out;
+}
+
+// --schedules: serial first (it also gives G and M, measured in this run), then every schedule.
+int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
+  const uint64_t seed = choose_seed(args);
+  Inputs in(d, seed, rank);
+  const OpBuffers buffers = in.buffers();
+  const Reference reference(d, buffers.a, buffers.b, MPI_COMM_WORLD);
+  Operation serial(d, MPI_COMM_WORLD, serial_schedule(), args.settings);
+  const Times base = time_operation(serial, buffers, args.iters, args.warmup);
+  const double G = base.g().median, M = base.m().median, T_serial = base.t().median;
+  const CheckResult serial_check = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
+  bool all_passed = serial_check.passed();
+  const std::vector<Schedule> list = sweep_list(args, d);
+  if (rank == 0 && !args.json) {
+    std::cout << std::fixed << std::setprecision(3) << "cofuse run   " << d.to_string() << "  (" << list.size()
+              << " schedules, " << args.iters << " iterations each after " << args.warmup << " warm-up, seed " << seed
+              << ")\n"
+              << "measured     G (GEMM alone) " << G * 1e3 << " ms, M (communication alone) " << M * 1e3
+              << " ms, serial " << T_serial * 1e3 << " ms; ideal max(G, M) " << std::max(G, M) * 1e3 << " ms\n"
+              << std::left << std::setw(84) << "schedule" << std::right << std::setw(10) << "median ms" << std::setw(9)
+              << "speedup" << std::setw(10) << "overlap" << std::setw(10) << "error" << "\n";
+  }
+  for (const Schedule& s : list) {
+    Operation op(d, MPI_COMM_WORLD, s, args.settings);
+    const double T = time_operation(op, buffers, args.iters, args.warmup).t().median;
+    const CheckResult check = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
+    all_passed = all_passed && check.passed();
+    if (rank != 0) continue;
+    const double speedup = T_serial / T, efficiency = std::max(G, M) / T;
+    if (args.json) {
+      std::cout << nlohmann::json{{"op", d.to_string()}, {"schedule", s.to_string()}, {"schedule_name", schedule_name(s)},
+                                  {"median_ms", T * 1e3}, {"serial_ms", T_serial * 1e3}, {"gemm_alone_ms", G * 1e3},
+                                  {"comm_alone_ms", M * 1e3}, {"speedup", speedup}, {"overlap_efficiency", efficiency},
+                                  {"rel_error", check.rel_error}, {"passed", check.passed()}, {"seed", seed}}
+                       .dump()
+                << std::endl;
+    } else {
+      std::cout << std::left << std::setw(84) << schedule_name(s) << std::right << std::fixed << std::setprecision(3)
+                << std::setw(10) << T * 1e3 << std::setprecision(2) << std::setw(9) << speedup << std::setw(10)
+                << efficiency << std::scientific << std::setprecision(1) << std::setw(10) << check.rel_error
+                << (check.passed() ? "" : "  FAIL") << std::defaultfloat << std::endl;
+    }
+  }
+  if (rank == 0 && !args.json)
+    std::cout << "speedup = serial / T; overlap = max(G, M) / T (1 = the physical limit of overlap)\n";
+  return all_passed ? 0 : 1;
+}
+
+int run_single(const RunArgs& args, const OpDesc& d, int rank) {
+  Operation operation(d, MPI_COMM_WORLD, *Schedule::parse(args.schedule), args.settings);
+  const uint64_t seed = choose_seed(args);
+  Inputs in(d, seed, rank);
+  const OpBuffers buffers = in.buffers();
+  const Times times = time_operation(operation, buffers, args.iters, args.warmup);
+  int exit_code = 0;
+  std::optional<CheckResult> check;
+  if (args.check) check = check_against_reference(d, buffers, MPI_COMM_WORLD);
+  if (check && !check->passed()) exit_code = 1;
+  if (rank == 0) print_single(args, d, operation, in, times, seed, check);
+
+  if (!args.trace_path.empty()) {
+    int written = 1;
+    try {
+      write_chrome_trace(args.trace_path, operation, MPI_COMM_WORLD);
+    } catch (const Error& e) {
+      std::cerr << "cofuse run: rank " << rank << ": --trace failed: " << e.what() << "\n";
+      written = 0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &written, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!written) exit_code = 1;
+    else if (rank == 0 && !args.json) std::cout << "trace        " << args.trace_path << " (Chrome trace-event JSON)\n";
+  }
+  if (!args.save_dir.empty()) {
+    // Every rank writes its own files; the ranks then agree whether all of them succeeded.
+    int saved = 1;
+    try {
+      save_npy_files(args.save_dir, rank, d, operation.schedule(), args, seed, in);
+    } catch (const std::exception& e) {
+      std::cerr << "cofuse run: rank " << rank << ": --save failed: " << e.what() << "\n";
+      saved = 0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &saved, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!saved) exit_code = 1;
+    else if (rank == 0 && !args.json)
+      std::cout << "saved        " << args.save_dir << "/rank<r>.{a,b,c" << (in.gathered.data() ? ",gathered" : "")
+                << "}.npy and meta.json\n";
+  }
+  return exit_code;
+}
+
 int run_command(const RunArgs& args) {
-  MPI_Init(nullptr, nullptr);
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-
-  OpDesc d;
-  d.op = *parse_op(args.op);
-  d.m = args.m;
-  d.n = args.n;
-  d.k = args.k;
-  d.dtype = *parse_dtype(args.dtype);
-  d.trans_a = args.trans_a;
-  d.trans_b = args.trans_b;
-  d.axis = args.axis == "auto" ? default_axis(d.op) : *parse_axis(args.axis);
-  d.ranks = size;
-
+  const OpDesc d = make_desc(args.op, size);
   int exit_code = 0;
   try {
-    // Collective: agreement first (identical error on every rank), then validation.
-    Operation operation(d, MPI_COMM_WORLD);
-
-    uint64_t seed = args.seed ? *args.seed : std::random_device{}();
-    MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-
-    const LocalShapes shapes = d.local_shapes();
-    Matrix a(shapes.a, d.dtype), b(shapes.b, d.dtype), c(shapes.c, d.dtype), gathered(shapes.gathered, d.dtype);
-    fill_random(d.dtype, a.data(), shapes.a.elements(), seed, 2 * uint64_t(rank));
-    fill_random(d.dtype, b.data(), shapes.b.elements(), seed, 2 * uint64_t(rank) + 1);
-    const OpBuffers buffers{a.data(), b.data(), c.data(), gathered.data()};
-
-    for (int i = 0; i < args.warmup; ++i) operation.execute(buffers);
-    PhaseTimes times;
-    for (int i = 0; i < args.iters; ++i) {
-      MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
-      const RunStats s = operation.execute(buffers);
-      double slowest[3] = {s.gemm_s, s.comm_s, s.total_s};
-      MPI_Allreduce(MPI_IN_PLACE, slowest, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      times.gemm.push_back(slowest[0]);
-      times.comm.push_back(slowest[1]);
-      times.total.push_back(slowest[2]);
-    }
-
-    std::optional<CheckResult> check;
-    if (args.check) check = check_against_reference(d, buffers, MPI_COMM_WORLD);
-    if (check && !check->passed()) exit_code = 1;
-
-    if (rank == 0) {
-      const Summary g = summarize(times.gemm), m = summarize(times.comm), t = summarize(times.total);
-      const CommSize cs = comm_size(d);
-      const double gflops = g.median > 0 ? d.flops() / d.ranks / g.median * 1e-9 : 0;
-      const double algbw = m.median > 0 ? cs.bytes / m.median * 1e-9 : 0;
-      const BuildInfo info = build_info();
-      if (args.json) {
-        nlohmann::json out = {
-            {"cofuse_version", info.version}, {"git_revision", info.git_revision},
-            {"op", to_string(d.op)}, {"m", d.m}, {"n", d.n}, {"k", d.k}, {"dtype", to_string(d.dtype)},
-            {"axis", to_string(d.axis)}, {"trans_a", d.trans_a}, {"trans_b", d.trans_b}, {"ranks", d.ranks},
-            {"schedule", "serial"}, {"seed", seed}, {"iters", args.iters}, {"warmup", args.warmup},
-            {"local_shapes", {{"a", {shapes.a.rows, shapes.a.cols}}, {"b", {shapes.b.rows, shapes.b.cols}},
-                              {"c", {shapes.c.rows, shapes.c.cols}}}},
-            {"times_ms", {{"gemm", summary_json(g)}, {"comm", summary_json(m)}, {"total", summary_json(t)}}},
-            {"timing", "per iteration, the slowest rank's time of each phase"},
-            {"gemm_gflops_per_rank", gflops},
-            {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_gbps", algbw},
-                      {"busbw_gbps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}}},
-            {"compiler", info.compiler}, {"mpi", info.mpi}, {"blas", info.blas},
-            {"check", check ? nlohmann::json{{"rel_error", check->rel_error}, {"tolerance", check->tolerance},
-                                             {"worst_rank", check->worst_rank},
-                                             {"gathered_ok", check->gathered_ok}, {"passed", check->passed()}}
-                            : nlohmann::json(nullptr)}};
-        std::cout << out.dump() << std::endl;
-      } else {
-        std::ostringstream o;
-        o << std::fixed;
-        o << "cofuse run   " << d.to_string() << "\n";
-        o << "schedule     serial (unfused baseline: "
-          << (d.op == OpKind::ag_gemm ? std::string(cs.collective) + ", then GEMM" : "GEMM, then " + std::string(cs.collective))
-          << ")\n";
-        o << "per rank     A " << shape_text(shapes.a) << "  B " << shape_text(shapes.b) << "  C "
-          << shape_text(shapes.c);
-        if (d.op == OpKind::ag_gemm) o << "  gathered A " << shape_text(shapes.gathered);
-        o << "   (stored, row-major)\n";
-        o << "timing       " << args.iters << " iterations after " << args.warmup
-          << " warm-up; each value is the slowest rank's time\n";
-        o << "             " << std::setw(10) << "median" << std::setw(10) << "min" << std::setw(10) << "max"
-          << "   ms\n";
-        auto row = [&](const char* name, const Summary& s) {
-          o << "  " << std::left << std::setw(11) << name << std::right << std::setprecision(3) << std::setw(10)
-            << s.median * 1e3 << std::setw(10) << s.min * 1e3 << std::setw(10) << s.max * 1e3 << "\n";
-        };
-        row("gemm", g);
-        row("comm", m);
-        row("total", t);
-        o << std::setprecision(2) << "rates        GEMM " << gflops << " GFLOP/s per rank; " << cs.collective
-          << " algbw " << algbw << " GB/s, busbw " << algbw * cs.busbw_factor << " GB/s (busbw = algbw * "
-          << cs.factor_text << ")\n";
-        if (check) {
-          o << std::scientific << std::setprecision(2) << "check        relative Frobenius error " << check->rel_error
-            << (check->rel_error <= check->tolerance ? " <= " : " > ") << "tolerance " << check->tolerance
-            << " (worst rank " << check->worst_rank << ")";
-          if (d.op == OpKind::ag_gemm) o << ", gathered A " << (check->gathered_ok ? "exact" : "WRONG");
-          o << ": " << (check->passed() ? "PASS" : "FAIL") << " (seed " << seed << ")\n";
-        } else {
-          o << "check        not run (add --check); seed " << seed << "\n";
-        }
-        std::cout << o.str() << std::flush;
-      }
-    }
-
-    if (!args.save_dir.empty()) {
-      // Every rank writes its own files; the ranks then agree whether all of them succeeded.
-      int saved = 1;
-      try {
-        save_npy_files(args.save_dir, rank, d, args, seed, a, b, c, gathered);
-      } catch (const std::exception& e) {
-        std::cerr << "cofuse run: rank " << rank << ": --save failed: " << e.what() << "\n";
-        saved = 0;
-      }
-      MPI_Allreduce(MPI_IN_PLACE, &saved, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-      if (!saved) exit_code = 1;
-      else if (rank == 0 && !args.json) std::cout << "saved        " << args.save_dir << "/rank<r>.{a,b,c"
-                                                  << (gathered.data() ? ",gathered" : "") << "}.npy and meta.json\n";
-    }
+    // Options that decide how many collectives each rank makes must match everywhere.
+    agree_values(MPI_COMM_WORLD, "cofuse run options",
+                 {{"iters", args.iters}, {"warmup", args.warmup}, {"check", args.check},
+                  {"save", !args.save_dir.empty()}, {"trace", !args.trace_path.empty()},
+                  {"schedules", !args.schedules.empty()}, {"seed given", !args.seed.empty()}});
+    exit_code = args.schedules.empty() ? run_single(args, d, rank) : run_sweep(args, d, rank);
   } catch (const Error& e) {
     // Errors from agreement and validation are identical on every rank: print once.
     // Any other error is this rank's own: name the rank and stop the whole job so no peer waits.
@@ -231,6 +343,9 @@ int run_command(const RunArgs& args) {
       MPI_Finalize();
       return 1;
     }
+    std::cerr << "cofuse run: rank " << rank << ": error: " << e.what() << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  } catch (const std::exception& e) {
     std::cerr << "cofuse run: rank " << rank << ": error: " << e.what() << std::endl;
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -244,30 +359,56 @@ std::function<int()> add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand(
       "run",
-      "Run one op on random data under mpirun, time it, and optionally check and save it.\n"
+      "Run one op on random data under mpirun, time it, and optionally check, trace and save it.\n"
       "Sizes are the GLOBAL M, N, K of the layer GEMM C[M,N] = op(A)[M,K] * op(B)[K,N];\n"
-      "each rank holds one shard (see docs/ops.md). The schedule is the unfused baseline.");
-  run->add_option("--op", args->op, "ag_gemm | gemm_rs | gemm_ar")
-      ->check(CLI::IsMember({"ag_gemm", "gemm_rs", "gemm_ar"}))
+      "each rank holds one shard (see docs/ops.md).");
+  add_op_options(run, args->op);
+  run->add_option("--schedule", args->schedule,
+                  "A schedule or preset (docs/schedules.md), e.g. hetero-unfused-1d or "
+                  "overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring")
+      ->check(schedule_validator())
       ->capture_default_str();
-  run->add_option("--m", args->m, "Global M: rows of op(A) and C")->check(CLI::PositiveNumber)->capture_default_str();
-  run->add_option("--n", args->n, "Global N: columns of op(B) and C")->check(CLI::PositiveNumber)->capture_default_str();
-  run->add_option("--k", args->k, "Global K: the contraction size")->check(CLI::PositiveNumber)->capture_default_str();
-  run->add_option("--dtype", args->dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  run->add_flag("--trans-a", args->trans_a, "A is stored transposed (op(A) = A^T)");
-  run->add_flag("--trans-b", args->trans_b, "B is stored transposed (op(B) = B^T)");
-  run->add_option("--axis", args->axis,
-                  "Sharded axis: m | k for ag_gemm, m | n for gemm_rs, none for gemm_ar; auto = m, m, none")
-      ->check(CLI::IsMember({"auto", "none", "m", "n", "k"}))
-      ->capture_default_str();
-  run->add_option("--seed", args->seed, "Seed of the random inputs (default: a fresh one, printed)");
+  run->add_option("--schedules", args->schedules,
+                  "Sweep instead: 'all' (every valid schedule, chunks 2/4/8), 'presets', or a ';'-separated list. "
+                  "Prints one line per schedule: time, speedup vs serial, overlap efficiency, error")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            if (text == "all" || text == "presets") return std::string();
+            std::stringstream list(text);
+            std::string item;
+            Status error;
+            while (std::getline(list, item, ';'))
+              if (!item.empty() && !Schedule::parse(item, &error)) return error.message();
+            return std::string();
+          },
+          "all|presets|LIST"))
+      ->excludes("--schedule");
+  run->add_option("--seed", args->seed, "Seed of the random inputs, 0..2^64-1 (default: a fresh one, printed)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            uint64_t value = 0;
+            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+              return std::string("--seed: '" + text + "' is not an integer in 0..18446744073709551615");
+            return std::string();
+          },
+          "UINT64"));
   run->add_option("--iters", args->iters, "Timed iterations")->check(CLI::PositiveNumber)->capture_default_str();
   run->add_option("--warmup", args->warmup, "Untimed iterations first")->check(CLI::NonNegativeNumber)->capture_default_str();
   run->add_flag("--check", args->check,
                 "Compare the result with an independent double-precision reference; exit 1 if it fails");
   run->add_option("--save", args->save_dir,
                   "Write every rank's inputs and outputs as NumPy files DIR/rank<r>.{a,b,c[,gathered]}.npy + meta.json");
-  run->add_flag("--json", args->json, "Print one JSON object for the run instead of the table");
+  run->add_option("--trace", args->trace_path,
+                  "Write the last iteration's tasks as Chrome trace-event JSON (open in ui.perfetto.dev)");
+  run->add_option("--poll-us", args->settings.poll_us,
+                  "Progress thread: microseconds between MPI polls while a message is in flight (0 = spin)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  run->add_option("--tile-rows", args->settings.tile_rows, "Fused schedules: GEMM rows between two MPI progress calls")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  run->add_flag("--json", args->json, "Print JSON (one object per run, or per schedule of a sweep) instead of tables");
   return [args] { return run_command(*args); };
 }
 

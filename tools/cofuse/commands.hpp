@@ -11,4 +11,7 @@ namespace cofuse::cli {
 /// Adds `cofuse run` to app; the returned function runs it after parsing (it initialises MPI).
 std::function<int()> add_run_command(CLI::App& app);
 
+/// Adds `cofuse plan` (no MPI needed).
+std::function<int()> add_plan_command(CLI::App& app);
+
 }  // namespace cofuse::cli

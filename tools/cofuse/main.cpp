@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", show_version, "Print the version, git revision and libraries, then exit");
 
   auto run_command = cofuse::cli::add_run_command(app);
+  auto plan_command = cofuse::cli::add_plan_command(app);
 
   try {
     app.parse(argc, argv);
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.got_subcommand("run")) return run_command();
+  if (app.got_subcommand("plan")) return plan_command();
   std::cout << app.help();
   return 0;
 }

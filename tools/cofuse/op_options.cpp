@@ -1,0 +1,51 @@
+#include "op_options.hpp"
+
+namespace cofuse::cli {
+
+void add_op_options(CLI::App* app, OpArgs& args) {
+  app->add_option("--op", args.op, "ag_gemm | gemm_rs | gemm_ar")
+      ->check(CLI::IsMember({"ag_gemm", "gemm_rs", "gemm_ar"}))
+      ->capture_default_str();
+  app->add_option("--m", args.m, "Global M: rows of op(A) and C")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--n", args.n, "Global N: columns of op(B) and C")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--k", args.k, "Global K: the contraction size")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--dtype", args.dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  app->add_flag("--trans-a", args.trans_a, "A is stored transposed (op(A) = A^T)");
+  app->add_flag("--trans-b", args.trans_b, "B is stored transposed (op(B) = B^T)");
+  app->add_option("--axis", args.axis,
+                  "Sharded axis: m | k for ag_gemm, m | n for gemm_rs, none for gemm_ar; auto = m, m, none")
+      ->check(CLI::IsMember({"auto", "none", "m", "n", "k"}))
+      ->capture_default_str();
+}
+
+OpDesc make_desc(const OpArgs& args, int ranks) {
+  OpDesc d;
+  d.op = *parse_op(args.op);
+  d.m = args.m;
+  d.n = args.n;
+  d.k = args.k;
+  d.dtype = *parse_dtype(args.dtype);
+  d.trans_a = args.trans_a;
+  d.trans_b = args.trans_b;
+  d.axis = args.axis == "auto" ? default_axis(d.op) : *parse_axis(args.axis);
+  d.ranks = ranks;
+  return d;
+}
+
+CLI::Validator schedule_validator() {
+  return CLI::Validator(
+      [](std::string& text) {
+        Status error;
+        if (Schedule::parse(text, &error)) return std::string();
+        return error.message();
+      },
+      "SCHEDULE");
+}
+
+std::string schedule_name(const Schedule& schedule) {
+  for (const Preset& p : presets())
+    if (p.schedule == schedule) return p.name;
+  return schedule.to_string();
+}
+
+}  // namespace cofuse::cli

@@ -1,0 +1,35 @@
+// Options that describe an op, shared by the subcommands that take one (run, plan).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/schedule.hpp"
+
+namespace cofuse::cli {
+
+struct OpArgs {
+  std::string op = "gemm_ar";
+  int64_t m = 128, n = 2048, k = 2048;  // seed 000's worked example, global sizes
+  std::string dtype = "f32";
+  bool trans_a = false, trans_b = false;
+  std::string axis = "auto";
+};
+
+/// Registers --op --m --n --k --dtype --trans-a --trans-b --axis on a subcommand.
+void add_op_options(CLI::App* app, OpArgs& args);
+
+/// The description for `ranks` ranks (not yet validated: OpDesc::validate() says what is wrong).
+OpDesc make_desc(const OpArgs& args, int ranks);
+
+/// A CLI11 validator accepting a schedule string or preset (parse errors only; whether it suits
+/// the op is checked later, identically on every rank).
+CLI::Validator schedule_validator();
+
+/// The preset name of a schedule, or its full string form.
+std::string schedule_name(const Schedule& schedule);
+
+}  // namespace cofuse::cli
