@@ -1,5 +1,6 @@
 #include "comm/comm_state.hpp"
 
+#include <atomic>
 #include <new>
 
 #include "cofuse/status.hpp"
@@ -20,10 +21,13 @@ void* Workspace::get(std::size_t bytes) {
 
 namespace {
 
+std::atomic<int> g_live_states{0};
+
 int delete_state(MPI_Comm, int, void* attribute, void*) {
   auto* state = static_cast<CommState*>(attribute);
   if (state->comm != MPI_COMM_NULL) MPI_Comm_free(&state->comm);
   delete state;
+  --g_live_states;
   return MPI_SUCCESS;
 }
 
@@ -39,6 +43,8 @@ int state_keyval() {
 }
 
 }  // namespace
+
+int live_comm_states() { return g_live_states.load(); }
 
 CommState& comm_state(MPI_Comm user) {
   int initialized = 0, finalized = 0;
@@ -61,6 +67,7 @@ CommState& comm_state(MPI_Comm user) {
   state->rank = comm_rank(state->comm);
   state->size = comm_size(state->comm);
   mpi_check(MPI_Comm_set_attr(user, keyval, state.get()), "MPI_Comm_set_attr");
+  ++g_live_states;
   return *state.release();
 }
 

@@ -36,6 +36,10 @@ struct CommState {
   Workspace workspace;
 };
 
+/// How many CommStates exist in this process (created on first use, destroyed with their
+/// communicator): lets tests see that cofuse frees what it caches.
+int live_comm_states();
+
 /// The state cached on `user`; created on first use. COLLECTIVE on first use (MPI_Comm_dup),
 /// so call it at the same point on every rank. Never returns null; throws Error(mpi).
 CommState& comm_state(MPI_Comm user);

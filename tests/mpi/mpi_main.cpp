@@ -26,7 +26,13 @@ class RankFailurePrinter : public testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // The executor's progress thread needs MPI_THREAD_SERIALIZED at least.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    std::fprintf(stderr, "this MPI provides thread level %d, below MPI_THREAD_SERIALIZED\n", provided);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   testing::InitGoogleTest(&argc, argv);
   const int rank = cofuse::test::world_rank();
   if (rank != 0) {

@@ -138,6 +138,21 @@ TEST(Buffers, OutputAliasingAnInputIsRejected) {
   EXPECT_NE(message.find("overlaps"), std::string::npos) << message;
 }
 
+TEST(Buffers, AliasingOnOneRankFailsEveryRank) {
+  const OpDesc d = base_desc();
+  const LocalShapes s = d.local_shapes();
+  std::vector<float> block(s.a.elements() + s.b.elements() + s.c.elements());
+  fill_random(d.dtype, block.data(), block.size(), 3, 3);
+  float* a = block.data();
+  float* b = a + s.a.elements();
+  float* c = b + s.b.elements();
+  const int culprit = 0;
+  if (test::world_rank() == culprit) c = b;  // C over B on one rank only
+  const std::string message =
+      error_of([&] { run(d, {a, b, c, nullptr}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+  EXPECT_FALSE(message.empty()) << "every rank must fail, not only the culprit";
+}
+
 TEST(Buffers, GatheredOnlyForAgGemm) {
   const OpDesc d = base_desc();
   const LocalShapes s = d.local_shapes();

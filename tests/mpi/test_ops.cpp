@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "comm/comm_state.hpp"
 #include "mpi_test_util.hpp"
 
 namespace cofuse {
@@ -121,7 +122,11 @@ TEST(OperationReuse, RepeatedCallsAreBitwiseIdentical) {
   fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 2 * rank);
   fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 2 * rank + 1);
   Operation operation(d, MPI_COMM_WORLD);
-  operation.execute({a.data(), b.data(), first.data(), nullptr});
+  const RunStats stats = operation.execute({a.data(), b.data(), first.data(), nullptr});
+  EXPECT_GT(stats.gemm_s, 0);
+  EXPECT_GT(stats.comm_s, 0);
+  EXPECT_GE(stats.total_s, stats.gemm_s);
+  EXPECT_GE(stats.total_s, stats.comm_s);
   for (int i = 0; i < 5; ++i) {
     operation.execute({a.data(), b.data(), again.data(), nullptr});
     EXPECT_EQ(first, again) << "call " << i;
@@ -132,6 +137,7 @@ TEST(OperationReuse, RepeatedCallsAreBitwiseIdentical) {
 // with that communicator (MPI_Comm_free runs cofuse's delete callback).
 TEST(Communicators, SubCommunicatorAndFree) {
   const int rank = test::world_rank();
+  const int states_before = detail::live_comm_states();
   MPI_Comm half;
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
   int sub_rank = 0, sub_size = 0;
@@ -144,8 +150,9 @@ TEST(Communicators, SubCommunicatorAndFree) {
   fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 20 + sub_rank);
   for (int i = 0; i < 3; ++i) run(d, {a.data(), b.data(), c.data(), nullptr}, half);
   EXPECT_TRUE(check_against_reference(d, {a.data(), b.data(), c.data(), nullptr}, half).passed());
+  EXPECT_EQ(detail::live_comm_states(), states_before + 1) << "one cached state for the new communicator";
   MPI_Comm_free(&half);
-  EXPECT_EQ(half, MPI_COMM_NULL);
+  EXPECT_EQ(detail::live_comm_states(), states_before) << "freed with its communicator";
 }
 
 }  // namespace

@@ -1,0 +1,95 @@
+// Schedule values: string form, presets, validation against ops, enumeration.
+#include <gtest/gtest.h>
+
+#include "cofuse/schedule.hpp"
+
+namespace cofuse {
+namespace {
+
+OpDesc op(OpKind kind, Axis axis) { return OpDesc{kind, 8, 8, 8, DType::f32, false, false, axis, 2}; }
+
+std::string parse_error(const std::string& text) {
+  Status error;
+  EXPECT_FALSE(Schedule::parse(text, &error)) << text;
+  return error.message();
+}
+
+TEST(ScheduleString, RoundTripsEveryEnumeratedSchedule) {
+  for (OpDesc d : {op(OpKind::ag_gemm, Axis::m), op(OpKind::gemm_rs, Axis::n), op(OpKind::gemm_ar, Axis::none)})
+    for (const Schedule& s : enumerate_schedules(d, {1, 3, 8})) {
+      const auto back = Schedule::parse(s.to_string());
+      ASSERT_TRUE(back) << s.to_string();
+      EXPECT_EQ(*back, s) << s.to_string();
+    }
+}
+
+TEST(ScheduleString, TheDocumentedExample) {
+  const std::string text = "overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring";
+  const auto s = Schedule::parse(text);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->to_string(), text);
+  EXPECT_EQ(s->overlap, Overlap::chunk);
+  EXPECT_EQ(s->algo, Algo::ring);
+}
+
+TEST(ScheduleString, PresetsAreAliasesAndTakeOverrides) {
+  for (const char* name : {"serial", "shard", "uniform-fused-1d", "hetero-unfused-1d", "hetero-fused-1d", "uniform-fused-2d"})
+    EXPECT_TRUE(Schedule::parse(name)) << name;
+  EXPECT_EQ(*Schedule::parse("serial"), serial_schedule());
+  const Schedule s = *Schedule::parse("hetero-unfused-1d,chunks=8,algo=direct");
+  EXPECT_EQ(s.chunks, 8);
+  EXPECT_EQ(s.algo, Algo::direct);
+  EXPECT_EQ(s.data, DataMode::hetero);
+  EXPECT_EQ(*Schedule::parse("uniform-fused-2d"),
+            *Schedule::parse("overlap=chunk,chunks=4,split=2d,data=uniform,fusion=fused,engine=inline,algo=ring"));
+  // Missing keys take the baseline's values.
+  EXPECT_EQ(Schedule::parse("overlap=chunk")->chunks, 1);
+}
+
+TEST(ScheduleString, MalformedInputNamesTheToken) {
+  EXPECT_NE(parse_error("").find("empty"), std::string::npos);
+  EXPECT_NE(parse_error("overlap=lots").find("overlap=lots is not one of none | shard | chunk"), std::string::npos);
+  EXPECT_NE(parse_error("chunks=0").find("chunks=0 is not an integer in 1..65536"), std::string::npos);
+  EXPECT_NE(parse_error("chunks=4x").find("chunks=4x"), std::string::npos);
+  EXPECT_NE(parse_error("chunks=99999999999").find("chunks="), std::string::npos);
+  EXPECT_NE(parse_error("colour=red").find("unknown key 'colour'"), std::string::npos);
+  EXPECT_NE(parse_error("algo=ring,algo=direct").find("'algo' given twice"), std::string::npos);
+  EXPECT_NE(parse_error("algo=ring,").find("empty field"), std::string::npos);
+  EXPECT_NE(parse_error("algo=ring,serial").find("a preset name may only come first"), std::string::npos);
+  EXPECT_NE(parse_error("fastest").find("unknown preset 'fastest'"), std::string::npos);
+  EXPECT_NE(parse_error("engine=gpu").find("thread | inline | ce | sm"), std::string::npos);
+}
+
+TEST(ScheduleValidate, RejectsMeaninglessCombinationsWithAReason) {
+  const OpDesc ag = op(OpKind::ag_gemm, Axis::m), ar = op(OpKind::gemm_ar, Axis::none);
+  auto why = [](const OpDesc& d, const std::string& text) { return Schedule::parse(text)->validate_for(d).message(); };
+  EXPECT_TRUE(serial_schedule().validate_for(ag).ok());
+  EXPECT_NE(why(ag, "overlap=none,chunks=4").find("overlap=none is the unfused baseline"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=shard,chunks=4,algo=ring").find("chunks must be 1"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=shard,algo=coll").find("algo must be ring or direct"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=chunk,chunks=2,fusion=fused,engine=thread").find("engine must be inline"),
+            std::string::npos);
+  EXPECT_NE(why(ag, "overlap=chunk,chunks=2,engine=inline").find("that is fusion=fused"), std::string::npos);
+  EXPECT_NE(why(ar, "overlap=chunk,chunks=4,split=2d,data=hetero,algo=coll").find("MPI reductions"), std::string::npos);
+  // The same combination is fine where nothing is reduced, or once packed.
+  EXPECT_TRUE(Schedule::parse("overlap=chunk,chunks=4,split=2d,data=hetero,algo=coll")->validate_for(ag).ok());
+  EXPECT_TRUE(Schedule::parse("overlap=chunk,chunks=4,split=2d,data=uniform,algo=coll")->validate_for(ar).ok());
+  EXPECT_NE(why(ag, "overlap=shard,algo=coll").find("for ag_gemm: "), std::string::npos)
+      << "messages name the op";
+}
+
+TEST(ScheduleEnumerate, SerialFirstAllValidNoDuplicates) {
+  for (OpDesc d : {op(OpKind::ag_gemm, Axis::k), op(OpKind::gemm_rs, Axis::m), op(OpKind::gemm_ar, Axis::none)}) {
+    const auto all = enumerate_schedules(d);
+    ASSERT_FALSE(all.empty());
+    EXPECT_EQ(all.front(), serial_schedule());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      EXPECT_TRUE(all[i].validate_for(d).ok()) << all[i].to_string();
+      for (std::size_t j = i + 1; j < all.size(); ++j) EXPECT_NE(all[i], all[j]);
+    }
+    EXPECT_GT(all.size(), 40u);
+  }
+}
+
+}  // namespace
+}  // namespace cofuse
