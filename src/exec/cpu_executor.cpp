@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <climits>
 #include <string>
 
@@ -13,6 +14,12 @@
 namespace cofuse::detail {
 
 namespace {
+
+double thread_cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -332,13 +339,16 @@ void CpuExecutor::progress_thread_main() {
       served = generation_;
     }
     std::string failure;
+    const double cpu_start = thread_cpu_now();
     try {
       drive_comm();
     } catch (const std::exception& e) {
       failure = e.what();
     }
+    const double cpu = thread_cpu_now() - cpu_start;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      progress_cpu_s_ = cpu;
       if (!failure.empty()) failure_ = failure;
       finished_generation_ = served;
     }
@@ -426,6 +436,7 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
     covered_until = std::max(covered_until, end);
   }
   stats.comm_s = comm_busy;
+  if (threaded_) stats.progress_cpu_s = progress_cpu_s_;
   return stats;
 }
 

@@ -88,6 +88,7 @@ class CpuExecutor {
   uint64_t compute_events_ = 0;
   bool stop_ = false;
   std::string failure_;
+  double progress_cpu_s_ = 0;  // CPU time of the progress thread in the last run
   std::thread thread_;
 };
 

@@ -41,7 +41,7 @@ struct RunArgs {
 // least (the last to arrive waits for nobody, so its time is the communication itself);
 // total of the slowest rank.
 struct Times {
-  std::vector<double> gemm, comm, total;
+  std::vector<double> gemm, comm, total, progress_cpu;
   Summary g() const { return summarize(gemm); }
   Summary m() const { return summarize(comm); }
   Summary t() const { return summarize(total); }
@@ -102,12 +102,13 @@ Times time_operation(Operation& operation, const OpBuffers& buffers, int iters, 
   for (int i = 0; i < iters; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
     const RunStats s = operation.execute(buffers);
-    double slowest[2] = {s.gemm_s, s.total_s}, least_waiting = s.comm_s;
-    MPI_Allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double slowest[3] = {s.gemm_s, s.total_s, s.progress_cpu_s}, least_waiting = s.comm_s;
+    MPI_Allreduce(MPI_IN_PLACE, slowest, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &least_waiting, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     times.gemm.push_back(slowest[0]);
     times.comm.push_back(least_waiting);
     times.total.push_back(slowest[1]);
+    times.progress_cpu.push_back(slowest[2]);
   }
   return times;
 }
@@ -165,7 +166,8 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
         {"poll_us", args.settings.poll_us}, {"tile_rows", args.settings.tile_rows},
         {"local_shapes", {{"a", {in.shapes.a.rows, in.shapes.a.cols}}, {"b", {in.shapes.b.rows, in.shapes.b.cols}},
                           {"c", {in.shapes.c.rows, in.shapes.c.cols}}}},
-        {"times_ms", {{"gemm", summary_json(g)}, {"comm", summary_json(m)}, {"total", summary_json(t)}}},
+        {"times_ms", {{"gemm", summary_json(g)}, {"comm", summary_json(m)}, {"total", summary_json(t)},
+                      {"progress_cpu", summary_json(summarize(times.progress_cpu))}}},
         {"timing", "per iteration: gemm and total of the slowest rank, comm of the rank that waited least"},
         {"gemm_gflops_per_rank", gflops},
         {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_gbps", algbw},
@@ -190,14 +192,16 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
   o << "   (stored, row-major)\n";
   o << "timing       " << args.iters << " iterations after " << args.warmup << " warm-up; gemm = time in GEMM tasks "
     << "(slowest rank), comm = time with communication in flight (rank that waited least), total = slowest rank\n";
-  o << "             " << std::setw(10) << "median" << std::setw(10) << "min" << std::setw(10) << "max" << "   ms\n";
+  o << "               " << std::setw(10) << "median" << std::setw(10) << "min" << std::setw(10) << "max" << "   ms\n";
   auto row = [&](const char* name, const Summary& s) {
-    o << "  " << std::left << std::setw(11) << name << std::right << std::setprecision(3) << std::setw(10)
+    o << "  " << std::left << std::setw(13) << name << std::right << std::setprecision(3) << std::setw(10)
       << s.median * 1e3 << std::setw(10) << s.min * 1e3 << std::setw(10) << s.max * 1e3 << "\n";
   };
   row("gemm", g);
   row("comm", m);
   row("total", t);
+  if (op.schedule().overlap != Overlap::none && op.schedule().fusion == Fusion::unfused)
+    row("progress cpu", summarize(times.progress_cpu));
   o << std::setprecision(2) << "rates        GEMM " << gflops << " GFLOP/s per rank";
   if (serial)
     o << "; " << cs.collective << " algbw " << algbw << " GB/s, busbw " << algbw * cs.busbw_factor
