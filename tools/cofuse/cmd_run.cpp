@@ -96,21 +96,48 @@ struct Inputs {
   OpBuffers buffers() { return {a.data(), b.data(), c.data(), gathered.data()}; }
 };
 
+// One timed call: the slowest rank's GEMM and total time, the least-waiting rank's
+// communication time, the progress thread's CPU time.
+void time_one(Operation& operation, const OpBuffers& buffers, Times& times) {
+  MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
+  const RunStats s = operation.execute(buffers);
+  double slowest[3] = {s.gemm_s, s.total_s, s.progress_cpu_s}, least_waiting = s.comm_s;
+  MPI_Allreduce(MPI_IN_PLACE, slowest, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &least_waiting, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  times.gemm.push_back(slowest[0]);
+  times.comm.push_back(least_waiting);
+  times.total.push_back(slowest[1]);
+  times.progress_cpu.push_back(slowest[2]);
+}
+
 Times time_operation(Operation& operation, const OpBuffers& buffers, int iters, int warmup) {
   for (int i = 0; i < warmup; ++i) operation.execute(buffers);
   Times times;
-  for (int i = 0; i < iters; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
-    const RunStats s = operation.execute(buffers);
-    double slowest[3] = {s.gemm_s, s.total_s, s.progress_cpu_s}, least_waiting = s.comm_s;
-    MPI_Allreduce(MPI_IN_PLACE, slowest, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &least_waiting, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    times.gemm.push_back(slowest[0]);
-    times.comm.push_back(least_waiting);
-    times.total.push_back(slowest[1]);
-    times.progress_cpu.push_back(slowest[2]);
-  }
+  for (int i = 0; i < iters; ++i) time_one(operation, buffers, times);
   return times;
+}
+
+// `operation` and the serial baseline, interleaved call by call (alternating which goes
+// first), so that the machine's drift hits both alike. Ends with a call of `operation`, so the
+// output buffers hold its result.
+std::pair<Times, Times> time_against_serial(Operation& serial, Operation& operation, const OpBuffers& buffers,
+                                            int iters, int warmup) {
+  for (int i = 0; i < warmup; ++i) {
+    serial.execute(buffers);
+    operation.execute(buffers);
+  }
+  Times base, times;
+  for (int i = 0; i < iters; ++i) {
+    if (i % 2 == 0) {
+      time_one(serial, buffers, base);
+      time_one(operation, buffers, times);
+    } else {
+      time_one(operation, buffers, times);
+      time_one(serial, buffers, base);
+    }
+  }
+  operation.execute(buffers);
+  return {base, times};
 }
 
 uint64_t choose_seed(const RunArgs& args) {
@@ -234,33 +261,32 @@ std::vector<Schedule> sweep_list(const RunArgs& args, const OpDesc& d) {
   return out;
 }
 
-// --schedules: serial first (it also gives G and M, measured in this run), then every schedule.
+// --schedules: every schedule timed interleaved with the serial baseline; the serial calls
+// also give G (GEMM alone) and M (communication alone), measured in the same run.
 int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
   const uint64_t seed = choose_seed(args);
   Inputs in(d, seed, rank);
   const OpBuffers buffers = in.buffers();
   const Reference reference(d, buffers.a, buffers.b, MPI_COMM_WORLD);
   Operation serial(d, MPI_COMM_WORLD, serial_schedule(), args.settings);
-  const Times base = time_operation(serial, buffers, args.iters, args.warmup);
-  const double G = base.g().median, M = base.m().median, T_serial = base.t().median;
-  const CheckResult serial_check = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
-  bool all_passed = serial_check.passed();
   const std::vector<Schedule> list = sweep_list(args, d);
   if (rank == 0 && !args.json) {
-    std::cout << std::fixed << std::setprecision(3) << "cofuse run   " << d.to_string() << "  (" << list.size()
-              << " schedules, " << args.iters << " iterations each after " << args.warmup << " warm-up, seed " << seed
-              << ")\n"
-              << "measured     G (GEMM alone) " << G * 1e3 << " ms, M (communication alone) " << M * 1e3
-              << " ms, serial " << T_serial * 1e3 << " ms; ideal max(G, M) " << std::max(G, M) * 1e3 << " ms\n"
-              << std::left << std::setw(84) << "schedule" << std::right << std::setw(10) << "median ms" << std::setw(9)
-              << "speedup" << std::setw(10) << "overlap" << std::setw(10) << "error" << "\n";
+    std::cout << "cofuse run   " << d.to_string() << "  (" << list.size() << " schedules, " << args.iters
+              << " iterations each after " << args.warmup << " warm-up, interleaved with serial; seed " << seed << ")\n"
+              << "             T: median time; serial: median of the serial calls interleaved with it; G, M: their GEMM\n"
+              << "             and communication phases; speedup = serial / T; overlap = max(G, M) / T\n"
+              << std::left << std::setw(84) << "schedule" << std::right << std::setw(9) << "T ms" << std::setw(10)
+              << "serial ms" << std::setw(8) << "G ms" << std::setw(8) << "M ms" << std::setw(9) << "speedup"
+              << std::setw(9) << "overlap" << std::setw(10) << "error" << "\n";
   }
+  bool all_passed = true;
   for (const Schedule& s : list) {
     Operation op(d, MPI_COMM_WORLD, s, args.settings);
-    const double T = time_operation(op, buffers, args.iters, args.warmup).t().median;
+    const auto [base, times] = time_against_serial(serial, op, buffers, args.iters, args.warmup);
     const CheckResult check = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
     all_passed = all_passed && check.passed();
     if (rank != 0) continue;
+    const double T = times.t().median, T_serial = base.t().median, G = base.g().median, M = base.m().median;
     const double speedup = T_serial / T, efficiency = std::max(G, M) / T;
     if (args.json) {
       std::cout << nlohmann::json{{"op", d.to_string()}, {"schedule", s.to_string()}, {"schedule_name", schedule_name(s)},
@@ -271,13 +297,12 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
                 << std::endl;
     } else {
       std::cout << std::left << std::setw(84) << schedule_name(s) << std::right << std::fixed << std::setprecision(3)
-                << std::setw(10) << T * 1e3 << std::setprecision(2) << std::setw(9) << speedup << std::setw(10)
-                << efficiency << std::scientific << std::setprecision(1) << std::setw(10) << check.rel_error
+                << std::setw(9) << T * 1e3 << std::setw(10) << T_serial * 1e3 << std::setprecision(2) << std::setw(8)
+                << G * 1e3 << std::setw(8) << M * 1e3 << std::setw(9) << speedup << std::setw(9) << efficiency
+                << std::scientific << std::setprecision(1) << std::setw(10) << check.rel_error
                 << (check.passed() ? "" : "  FAIL") << std::defaultfloat << std::endl;
     }
   }
-  if (rank == 0 && !args.json)
-    std::cout << "speedup = serial / T; overlap = max(G, M) / T (1 = the physical limit of overlap)\n";
   return all_passed ? 0 : 1;
 }
 
