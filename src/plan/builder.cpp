@@ -62,105 +62,87 @@ int64_t PlanBuilder::alloc(int64_t elements) {
   return offset;
 }
 
+namespace {
+
+// The fields every task has; each builder method then fills in what its kind needs.
+Task base_task(TaskKind kind, EngineId engine, const std::string& label, std::vector<int> deps, int step, int chunk) {
+  Task t;
+  t.kind = kind;
+  t.engine = engine;
+  t.label = label;
+  t.deps = std::move(deps);
+  t.step = step;
+  t.chunk = chunk;
+  return t;
+}
+
+}  // namespace
+
 int PlanBuilder::gemm(const std::string& label, View z, View x, bool trans_x, View y, bool trans_y, bool accumulate,
                       std::vector<int> deps, int step, int chunk) {
-  Task t;
-  t.kind = TaskKind::gemm;
-  t.engine = EngineId::compute;
+  Task t = base_task(TaskKind::gemm, EngineId::compute, label, std::move(deps), step, chunk);
   t.x = x;
   t.y = y;
   t.z = z;
   t.trans_x = trans_x;
   t.trans_y = trans_y;
   t.accumulate = accumulate;
-  t.deps = std::move(deps);
-  t.step = step;
-  t.chunk = chunk;
   const int64_t k = trans_x ? x.rows : x.cols;
   t.flops = 2.0 * double(z.rows) * double(z.cols) * double(k);
-  t.label = label;
   return add(std::move(t));
 }
 
 int PlanBuilder::copy(TaskKind kind, const std::string& label, View from, View to, std::vector<int> deps, int step,
                       int chunk) {
-  Task t;
-  t.kind = kind;
-  t.engine = EngineId::comm;  // moving bytes is the communication engine's job (a DMA analogue)
+  // Moving bytes is the communication engine's job (the CPU analogue of a DMA engine).
+  Task t = base_task(kind, EngineId::comm, label, std::move(deps), step, chunk);
   t.x = from;
   t.z = to;
-  t.deps = std::move(deps);
-  t.step = step;
-  t.chunk = chunk;
   t.bytes = from.elements() * static_cast<int64_t>(elem());
-  t.label = label;
   return add(std::move(t));
 }
 
 int PlanBuilder::reduce(const std::string& label, View into, View from, std::vector<int> deps, int step, int chunk) {
-  Task t;
-  t.kind = TaskKind::reduce;
-  t.engine = EngineId::compute;  // arithmetic on the cores
+  Task t = base_task(TaskKind::reduce, EngineId::compute, label, std::move(deps), step, chunk);  // arithmetic: cores
   t.x = from;
   t.z = into;
-  t.deps = std::move(deps);
-  t.step = step;
-  t.chunk = chunk;
   t.flops = double(into.elements());
   t.bytes = from.elements() * static_cast<int64_t>(elem());
-  t.label = label;
   return add(std::move(t));
 }
 
 int PlanBuilder::send(const std::string& label, View from, int peer, int tag, std::vector<int> deps, int step,
                       int chunk) {
-  Task t;
-  t.kind = TaskKind::send;
-  t.engine = EngineId::comm;
+  Task t = base_task(TaskKind::send, EngineId::comm, label, std::move(deps), step, chunk);
   t.x = from;
   t.peer = peer;
   t.tag = tag;
-  t.deps = std::move(deps);
-  t.step = step;
-  t.chunk = chunk;
   t.bytes = from.elements() * static_cast<int64_t>(elem());
-  t.label = label;
   return add(std::move(t));
 }
 
 int PlanBuilder::recv(const std::string& label, View into, int peer, int tag, std::vector<int> deps, int step,
                       int chunk) {
-  Task t;
-  t.kind = TaskKind::recv;
-  t.engine = EngineId::comm;
+  Task t = base_task(TaskKind::recv, EngineId::comm, label, std::move(deps), step, chunk);
   t.z = into;
   t.peer = peer;
   t.tag = tag;
-  t.deps = std::move(deps);
-  t.step = step;
-  t.chunk = chunk;
   t.bytes = into.elements() * static_cast<int64_t>(elem());
-  t.label = label;
   return add(std::move(t));
 }
 
 int PlanBuilder::collective(const std::string& label, Collective kind, View x, View z, int64_t stride,
                             std::vector<int> deps, int chunk) {
-  Task t;
-  t.kind = TaskKind::collective;
-  t.engine = EngineId::comm;
+  Task t = base_task(TaskKind::collective, EngineId::comm, label, std::move(deps), 0, chunk);
   t.collective = kind;
   t.x = x;
   t.z = z;
   t.stride = stride;
-  t.deps = std::move(deps);
-  t.chunk = chunk;
   // nccl-tests' sizes: the whole gathered / reduced data.
   const int64_t elements = kind == Collective::allgather ? x.elements() * ranks()
                            : kind == Collective::reduce_scatter ? z.elements() * ranks()
                                                                  : z.elements();
   t.bytes = elements * static_cast<int64_t>(elem());
-  t.label = label;
   return add(std::move(t));
 }
 
