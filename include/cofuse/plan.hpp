@@ -76,7 +76,8 @@ struct Plan {
   std::vector<Task> tasks;        // a topological order: every dep precedes its task
   int64_t work_elements = 0;      // workspace the plan needs, in elements of desc.dtype
   int64_t gathered_offset = -1;   // ag_gemm: where the gathered operand lives in the workspace
-                                  // when the caller passes no gathered buffer
+                                  // when the caller passes no gathered buffer; it is the last
+                                  // region, so with a caller's buffer only this much is needed
   std::string order;              // how chunk order avoids deadlock, in words
 
   /// Human-readable listing: header, workspace, then one line per task with engine and deps.

@@ -79,6 +79,11 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
   for (std::size_t i = 0; i < n; ++i) {
     const Task& t = plan_.tasks[i];
     if (t.engine == EngineId::compute) {
+      // BLAS takes 32-bit sizes: refuse here, not in the middle of a run.
+      for (int64_t v : {t.z.rows, t.z.cols, t.x.rows, t.x.cols, t.x.ld, t.y.ld, t.z.ld})
+        if (v > INT_MAX)
+          throw Error(ErrorCode::invalid_argument, "task '" + t.label + "': a dimension of " + std::to_string(v) +
+                                                       " does not fit BLAS's 32-bit int");
       compute_order_.push_back(static_cast<int>(i));
       continue;
     }
@@ -312,19 +317,27 @@ void CpuExecutor::run_compute_task(int index, bool tiled) {
 
 void CpuExecutor::drive_comm() {
   while (comm_left_ > 0) {
+    // Read the compute engine's event count BEFORE looking for ready work: a task it finishes
+    // after this point changes the count, so the wait below cannot miss it.
+    uint64_t seen = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_ || abort_) return;
+      seen = compute_events_;
+    }
     if (progress()) {
       std::lock_guard<std::mutex> lock(mutex_);  // the compute engine may be waiting on these
       cv_.notify_all();
       continue;
     }
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto woken = [&] { return compute_events_ != seen || stop_ || abort_; };
     if (inflight_ == 0) {
       // Nothing in flight and nothing ready: wait for the compute engine, without spinning.
-      std::unique_lock<std::mutex> lock(mutex_);
-      const uint64_t seen = compute_events_;
-      cv_.wait(lock, [&] { return compute_events_ != seen || stop_; });
-      if (stop_) return;
+      cv_.wait(lock, woken);
     } else if (settings_.poll_us > 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(settings_.poll_us));
+      // Messages in flight: poll again after poll_us, or at once when a GEMM makes more ready.
+      cv_.wait_for(lock, std::chrono::microseconds(settings_.poll_us), woken);
     }
   }
 }
@@ -356,7 +369,19 @@ void CpuExecutor::progress_thread_main() {
   }
 }
 
+void CpuExecutor::fail(const std::string& what) {
+  // Operations still in flight would complete into buffers the caller may reuse, and their
+  // requests would confuse the next call: let MPI finish them on its own, and refuse to run again.
+  for (MPI_Request& request : requests_)
+    if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+  broken_ = what;
+  throw Error(ErrorCode::mpi, what);
+}
+
 RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
+  if (!broken_.empty())
+    throw Error(ErrorCode::invalid_argument,
+                "this operation failed in an earlier call and cannot run again (" + broken_ + "); create a new one");
   const double start = now();
   const int64_t elem = static_cast<int64_t>(dtype_size(plan_.desc.dtype));
   base_[static_cast<int>(Buf::a)] = static_cast<char*>(const_cast<void*>(buffers.a));
@@ -380,40 +405,54 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       failure_.clear();
+      abort_ = false;
       ++generation_;
     }
     cv_.notify_all();
-    for (int index : compute_order_) {
-      const Task& t = plan_.tasks[index];
-      if (!deps_done(t)) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
-        if (!failure_.empty()) break;
+    std::string compute_failure;
+    try {
+      for (int index : compute_order_) {
+        const Task& t = plan_.tasks[index];
+        if (!deps_done(t)) {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
+          if (!failure_.empty()) break;
+        }
+        run_compute_task(index, false);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          ++compute_events_;
+        }
+        cv_.notify_all();
       }
-      run_compute_task(index, false);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++compute_events_;
-      }
-      cv_.notify_all();
+    } catch (const std::exception& e) {
+      compute_failure = e.what();
+      std::lock_guard<std::mutex> lock(mutex_);
+      abort_ = true;  // the communication engine would wait for this engine forever
     }
+    cv_.notify_all();
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return finished_generation_ == generation_; });
-    if (!failure_.empty()) throw Error(ErrorCode::mpi, "communication engine: " + failure_);
+    if (!compute_failure.empty()) fail("compute engine: " + compute_failure);
+    if (!failure_.empty()) fail("communication engine: " + failure_);
   } else {
-    for (int index : compute_order_) {
-      const Task& t = plan_.tasks[index];
-      while (!deps_done(t)) {
+    try {
+      for (int index : compute_order_) {
+        const Task& t = plan_.tasks[index];
+        while (!deps_done(t)) {
+          if (progress()) continue;
+          if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: '" + t.label + "' can never become ready");
+          wait_any_inflight();
+        }
+        run_compute_task(index, tiled_);
+      }
+      while (comm_left_ > 0) {
         if (progress()) continue;
-        if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: '" + t.label + "' can never become ready");
+        if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: communication can never complete");
         wait_any_inflight();
       }
-      run_compute_task(index, tiled_);
-    }
-    while (comm_left_ > 0) {
-      if (progress()) continue;
-      if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: communication can never complete");
-      wait_any_inflight();
+    } catch (const std::exception& e) {
+      fail(e.what());
     }
   }
 

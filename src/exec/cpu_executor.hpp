@@ -39,7 +39,8 @@ class CpuExecutor {
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
   /// Runs the plan once on the caller's buffers; `work` must hold plan().work_elements elements.
-  /// Collective. Returns this rank's phase times.
+  /// Collective. Returns this rank's phase times. After a failure (Error thrown) the executor
+  /// frees its in-flight requests and refuses every later run.
   RunStats run(const OpBuffers& buffers, void* work);
 
   const Plan& plan() const { return plan_; }
@@ -59,6 +60,7 @@ class CpuExecutor {
   void post(int slot);
   void build_datatypes();
   void free_datatypes();
+  [[noreturn]] void fail(const std::string& what);
 
   Plan plan_;
   MPI_Comm comm_;
@@ -87,8 +89,10 @@ class CpuExecutor {
   uint64_t generation_ = 0, finished_generation_ = 0;
   uint64_t compute_events_ = 0;
   bool stop_ = false;
+  bool abort_ = false;         // the compute engine failed: the progress thread stops this run
   std::string failure_;
   double progress_cpu_s_ = 0;  // CPU time of the progress thread in the last run
+  std::string broken_;         // why an earlier run failed; a failed executor never runs again
   std::thread thread_;
 };
 

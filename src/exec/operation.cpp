@@ -1,5 +1,6 @@
 // Operation: agree across ranks, validate, check buffers, then hand the call to an executor.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -45,10 +46,10 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
 
 // The byte range a buffer covers, for the overlap check.
 struct Span {
-  const char* name;
-  const char* begin;
-  const char* end;
-  bool writes;
+  const char* name = "";
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  bool writes = false;
 };
 
 // Local problems with this rank's buffers, or "" when there are none.
@@ -64,10 +65,11 @@ std::string buffer_problem(const OpDesc& d, const OpBuffers& b) {
     const char* begin = static_cast<const char*>(p);
     return Span{name, begin, begin + shape.elements() * static_cast<int64_t>(elem), writes};
   };
-  std::vector<Span> spans = {span("a", b.a, s.a, false), span("b", b.b, s.b, false), span("c", b.c, s.c, true)};
-  if (b.gathered) spans.push_back(span("gathered", b.gathered, s.gathered, true));
-  for (std::size_t i = 0; i < spans.size(); ++i)
-    for (std::size_t j = i + 1; j < spans.size(); ++j) {
+  std::array<Span, 4> spans = {span("a", b.a, s.a, false), span("b", b.b, s.b, false), span("c", b.c, s.c, true)};
+  const std::size_t count = b.gathered ? 4 : 3;  // a fixed array: no allocation on every call
+  if (b.gathered) spans[3] = span("gathered", b.gathered, s.gathered, true);
+  for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t j = i + 1; j < count; ++j) {
       const Span &x = spans[i], &y = spans[j];
       const bool overlap = x.begin < y.end && y.begin < x.end;
       if (overlap && (x.writes || y.writes))
@@ -120,7 +122,9 @@ RunStats Operation::execute(const OpBuffers& buffers) {
   void* work = nullptr;
   if (problem.empty()) {
     try {
-      work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().work_elements) * dtype_size(desc_.dtype));
+      const Plan& plan = executor_->plan();
+      const int64_t elements = buffers.gathered && plan.gathered_offset >= 0 ? plan.gathered_offset : plan.work_elements;
+      work = state_->workspace.get(static_cast<std::size_t>(elements) * dtype_size(desc_.dtype));
     } catch (const Error& e) {
       problem = e.what();
     }

@@ -31,7 +31,12 @@ Plan lower_gather(PlanBuilder& pb) {
   const int64_t ldG = d.trans_a ? d.m : d.k;
   const int64_t ldB = d.trans_b ? d.k : n_loc;
   const int64_t ldC = n_loc;
-  pb.plan().gathered_offset = pb.alloc(d.m * d.k);
+  // G goes at the end of the workspace, so a caller who passes its own gathered buffer needs
+  // only the part before it (Plan::gathered_offset).
+  auto finish = [&](const char* order) {
+    pb.plan().gathered_offset = pb.alloc(d.m * d.k);
+    return pb.finish(order);
+  };
 
   // Shard j in op(G) coordinates, and the distance between consecutive shards in stored G.
   auto shard_row0 = [&](int j) { return axis_m ? j * a_rows : int64_t(0); };
@@ -66,7 +71,7 @@ Plan lower_gather(PlanBuilder& pb) {
     const View g = op_view(Buf::gathered, 0, ldG, d.trans_a, {0, d.m}, {0, d.k});
     pb.gemm("gemm all", dense_view(Buf::c, 0, d.m, n_loc, ldC), g, d.trans_a,
             op_view(Buf::b, 0, ldB, d.trans_b, {0, d.k}, {0, n_loc}), d.trans_b, false, {coll}, 0, 0);
-    return pb.finish("one collective, then one GEMM");
+    return finish("one collective, then one GEMM");
   }
 
   const std::vector<Piece> pieces = cut(a_rows, a_cols, s);
@@ -135,7 +140,7 @@ Plan lower_gather(PlanBuilder& pb) {
       for (int j = 0; j < P; ++j)
         if (j != r) gemm(j, qi, pieces[qi], g_view(j, pieces[qi]), {ready[j]}, 0);
     }
-    return pb.finish("one collective per piece, posted in the same piece order on every rank");
+    return finish("one collective per piece, posted in the same piece order on every rank");
   }
 
   if (s.algo == Algo::ring) {
@@ -155,7 +160,7 @@ Plan lower_gather(PlanBuilder& pb) {
       }
     }
     place_own_shard();
-    return pb.finish("ring: at step s rank r receives shard (r-s) mod P from rank r-1 and forwards shard "
+    return finish("ring: at step s rank r receives shard (r-s) mod P from rank r-1 and forwards shard "
                      "(r-s+1) mod P to rank r+1; each message has its own tag (step, piece), so the "
                      "order in which non-blocking operations are posted cannot deadlock");
   }
@@ -169,7 +174,7 @@ Plan lower_gather(PlanBuilder& pb) {
     for (int qi = 0; qi < np; ++qi) gemm(from, qi, pieces[qi], g_view(from, pieces[qi]), {arrived[qi].in_g}, step);
   }
   place_own_shard();
-  return pb.finish("direct, staggered: at step s rank r sends to rank r+s and receives from rank r-s, so "
+  return finish("direct, staggered: at step s rank r sends to rank r+s and receives from rank r-s, so "
                    "no link carries two shards at once; tags (step, piece) make posting order irrelevant");
 }
 

@@ -170,9 +170,9 @@ Status Schedule::validate_for(const OpDesc& desc) const {
   auto fail = [&](const std::string& why) { return invalid(name + ": " + why); };
   if (chunks < 1 || chunks > kMaxChunks) return fail("chunks must be in 1.." + std::to_string(kMaxChunks));
   if (overlap == Overlap::none) {
-    if (chunks != 1 || split != Split::d1 || algo != Algo::coll || fusion != Fusion::unfused)
-      return fail("overlap=none is the unfused baseline (one collective, one GEMM): it needs chunks=1, "
-                  "split=1d, algo=coll, fusion=unfused");
+    if (!(*this == serial_schedule()))
+      return fail("overlap=none is the unfused baseline (one collective, one GEMM) and has one form: " +
+                  serial_schedule().to_string() + " (preset 'serial')");
     return Status::Ok();
   }
   if (overlap == Overlap::shard) {
@@ -182,6 +182,8 @@ Status Schedule::validate_for(const OpDesc& desc) const {
       return fail("overlap=shard is one step per peer shard: algo must be ring or direct (coll on whole shards is "
                   "overlap=none)");
   }
+  if (overlap == Overlap::chunk && chunks == 1 && algo == Algo::coll)
+    return fail("one collective on whole shards is the baseline: use overlap=none, or more chunks");
   if (fusion == Fusion::fused && engine != Engine::inline_)
     return fail("fusion=fused means the compute thread drives communication: engine must be inline");
   if (fusion == Fusion::unfused && engine == Engine::inline_)

@@ -7,7 +7,7 @@ mpirun=$1 cofuse=$2
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-shape=(--op gemm_rs --m 1024 --n 512 --k 256 --iters 3 --warmup 1 --check)
+shape=(--op gemm_rs --m 2048 --n 1024 --k 256 --iters 3 --warmup 1 --check)
 "$mpirun" -np 2 "$cofuse" run "${shape[@]}" --schedule serial --trace "$dir/serial.json" | grep -E "^(check|trace)"
 /usr/bin/python3 "$here/check_trace.py" "$dir/serial.json" 2 no-overlap
 # Overlap is a matter of timing: give a loaded machine three chances.

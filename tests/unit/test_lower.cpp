@@ -79,6 +79,126 @@ TEST(Lower, EveryPlanIsSound) {
       }
 }
 
+// ---- memory hazards: two tasks that touch the same element, one of them writing, must be
+// ordered: by a chain of dependencies, or by both running in plan order on the compute engine
+// (the communication engine starts tasks in any order once their dependencies are met).
+
+struct Access {
+  View view;
+  bool writes;
+};
+
+std::vector<Access> accesses(const Task& t, int ranks) {
+  std::vector<Access> out;
+  auto slots = [&](View v, int64_t stride, bool writes) {
+    for (int r = 0; r < ranks; ++r) {
+      View slot = v;
+      slot.offset += r * stride;
+      out.push_back({slot, writes});
+    }
+  };
+  switch (t.kind) {
+    case TaskKind::gemm:
+      out = {{t.x, false}, {t.y, false}, {t.z, true}};
+      break;
+    case TaskKind::send: out = {{t.x, false}}; break;
+    case TaskKind::recv: out = {{t.z, true}}; break;
+    case TaskKind::reduce: out = {{t.x, false}, {t.z, true}}; break;
+    case TaskKind::pack:
+    case TaskKind::unpack: out = {{t.x, false}, {t.z, true}}; break;
+    case TaskKind::collective:
+      if (t.collective == Collective::allgather) {
+        out = {{t.x, false}};
+        slots(t.z, t.stride, true);
+      } else if (t.collective == Collective::reduce_scatter) {
+        slots(t.x, t.stride, false);
+        out.push_back({t.z, true});
+      } else {
+        out = {{t.z, true}};
+      }
+      break;
+  }
+  return out;
+}
+
+// Where the caller passes no gathered buffer, G is a region of the workspace: check it there.
+View resolve(View v, const Plan& plan) {
+  if (v.buf == Buf::gathered && plan.gathered_offset >= 0) {
+    v.buf = Buf::work;
+    v.offset += plan.gathered_offset;
+  }
+  return v;
+}
+
+bool views_overlap(const View& a, const View& b) {
+  if (a.buf != b.buf || a.empty() || b.empty()) return false;
+  const int64_t a_end = a.offset + (a.rows - 1) * a.ld + a.cols, b_end = b.offset + (b.rows - 1) * b.ld + b.cols;
+  if (a_end <= b.offset || b_end <= a.offset) return false;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const int64_t lo = a.offset + i * a.ld, hi = lo + a.cols;  // row i of a: [lo, hi)
+    // rows j of b that can reach [lo, hi)
+    int64_t j0 = (lo - b.offset - b.cols + 1);
+    j0 = j0 <= 0 ? 0 : (j0 + b.ld - 1) / b.ld;
+    for (int64_t j = j0; j < b.rows; ++j) {
+      const int64_t blo = b.offset + j * b.ld;
+      if (blo >= hi) break;
+      if (blo + b.cols > lo) return true;
+    }
+  }
+  return false;
+}
+
+TEST(Lower, NoUnorderedMemoryHazards) {
+  int plans = 0;
+  for (int p : {1, 2, 3, 4})
+    for (const OpDesc& d : descs(p))
+      for (const Schedule& s : enumerate_schedules(d, {2, 3})) {
+        for (int r = 0; r < p; ++r) {
+          const Plan plan = lower(d, s, r);
+          ++plans;
+          const std::size_t n = plan.tasks.size();
+          // before[j][i]: task i is known to finish before task j starts.
+          std::vector<std::vector<bool>> before(n, std::vector<bool>(n, false));
+          int last_compute = -1;
+          for (std::size_t j = 0; j < n; ++j) {
+            const Task& t = plan.tasks[j];
+            std::vector<int> preds = t.deps;
+            if (t.engine == EngineId::compute && last_compute >= 0) preds.push_back(last_compute);
+            for (int i : preds) {
+              before[j][i] = true;
+              for (std::size_t k = 0; k < n; ++k)
+                if (before[i][k]) before[j][k] = true;
+            }
+            if (t.engine == EngineId::compute) last_compute = static_cast<int>(j);
+          }
+          std::vector<std::vector<Access>> acc(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            acc[i] = accesses(plan.tasks[i], p);
+            for (Access& a : acc[i]) a.view = resolve(a.view, plan);
+          }
+          for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t i = 0; i < j; ++i) {
+              if (before[j][i]) continue;
+              for (const Access& x : acc[i])
+                for (const Access& y : acc[j])
+                  if ((x.writes || y.writes) && views_overlap(x.view, y.view))
+                    ADD_FAILURE() << d.to_string() << " | " << s.to_string() << " rank " << r << ": '"
+                                  << plan.tasks[i].label << "' and '" << plan.tasks[j].label
+                                  << "' touch the same memory without an order";
+            }
+        }
+      }
+  EXPECT_GT(plans, 1000);
+}
+
+TEST(Lower, GatheredOperandIsTheLastWorkspaceRegion) {
+  const OpDesc d{OpKind::ag_gemm, 8, 4, 6, DType::f32, true, false, Axis::m, 2};
+  for (const Schedule& s : enumerate_schedules(d)) {
+    const Plan plan = lower(d, s, 1);
+    EXPECT_EQ(plan.gathered_offset + d.m * d.k, plan.work_elements) << s.to_string();
+  }
+}
+
 TEST(Lower, SerialIsTheBaseline) {
   const OpDesc d{OpKind::gemm_ar, 128, 2048, 2048, DType::f32, false, false, Axis::none, 2};
   const Plan plan = lower(d, serial_schedule(), 0);

@@ -65,6 +65,9 @@ TEST(ScheduleValidate, RejectsMeaninglessCombinationsWithAReason) {
   auto why = [](const OpDesc& d, const std::string& text) { return Schedule::parse(text)->validate_for(d).message(); };
   EXPECT_TRUE(serial_schedule().validate_for(ag).ok());
   EXPECT_NE(why(ag, "overlap=none,chunks=4").find("overlap=none is the unfused baseline"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=none,fusion=fused,engine=inline").find("has one form"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=none,data=uniform").find("preset 'serial'"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=chunk,chunks=1,algo=coll").find("use overlap=none"), std::string::npos);
   EXPECT_NE(why(ag, "overlap=shard,chunks=4,algo=ring").find("chunks must be 1"), std::string::npos);
   EXPECT_NE(why(ag, "overlap=shard,algo=coll").find("algo must be ring or direct"), std::string::npos);
   EXPECT_NE(why(ag, "overlap=chunk,chunks=2,fusion=fused,engine=thread").find("engine must be inline"),
