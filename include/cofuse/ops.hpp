@@ -49,8 +49,8 @@ struct RunStats {
 
 /// Settings of the CPU executor. Explicit values, no environment variables.
 struct ExecSettings {
-  /// Progress thread (engine=thread): microseconds it sleeps between two polls of MPI while a
-  /// message is in flight. 0 = spin (fastest reaction, but it takes a whole core from the
+  /// Progress thread (engine=thread): at most this many microseconds between two polls of MPI
+  /// while a message is in flight (a finished GEMM wakes it sooner). 0 = spin (fastest reaction, but it takes a whole core from the
   /// GEMM); larger = cheaper, but a message may complete up to this much later than it could.
   /// With nothing in flight the thread blocks on a condition variable and costs nothing.
   /// Default 200: on a 2-core host (bench/poll_interval.sh) spinning cost the GEMM a core

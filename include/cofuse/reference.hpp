@@ -16,7 +16,7 @@
 namespace cofuse {
 
 struct CheckResult {
-  double rel_error = 0;       // max over ranks of ‖C_r − ref_r‖_F / ‖ref_r‖_F
+  double rel_error = 0;       // max over ranks of ‖C_r − ref_r‖_F / max(‖ref_r‖_F, ‖Σ_k|a·b|‖_F / √K)
   double tolerance = 0;       // tolerance(desc.dtype, desc.k)
   int worst_rank = 0;         // the rank with the largest error
   bool gathered_ok = true;    // gathered A (if given) equals the ranks' A exactly, on every rank
@@ -37,6 +37,7 @@ class Reference {
   OpDesc desc_;
   std::vector<double> expected_;  // this rank's C block
   std::vector<double> gathered_;  // ag_gemm: op(A) [M, K]
+  double uncancelled_norm_ = 0;   // ‖Σ_k |a·b|‖_F / √K: the size of C without cancellation
 };
 
 /// Collective. Checks this rank's buffers.c (and buffers.gathered when not null) against the

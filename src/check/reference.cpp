@@ -2,6 +2,7 @@
 // purpose (instead of calling OpDesc::local_shapes()), so a mistake there cannot hide here.
 #include "cofuse/reference.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
@@ -97,14 +98,23 @@ Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, 
   if (d.op == OpKind::gemm_rs && d.axis == Axis::n) { col0 = rank * (N / P); cols = N / P; }
 
   expected_.assign(static_cast<std::size_t>(rows * cols), 0.0);
+  std::vector<double> magnitude(static_cast<std::size_t>(cols));  // Σ|a·b| of one row
+  double magnitude2 = 0;
   for (int64_t i = 0; i < rows; ++i) {
     double* row = &expected_[static_cast<std::size_t>(i * cols)];
+    std::fill(magnitude.begin(), magnitude.end(), 0.0);
     for (int64_t kk = 0; kk < K; ++kk) {
       const double a = A.at(row0 + i, kk);
       const double* b = &B.v[static_cast<std::size_t>(kk * B_cols + col0)];
-      for (int64_t c = 0; c < cols; ++c) row[c] += a * b[c];
+      for (int64_t c = 0; c < cols; ++c) {
+        row[c] += a * b[c];
+        magnitude[static_cast<std::size_t>(c)] += std::abs(a * b[c]);
+      }
     }
+    for (double m : magnitude) magnitude2 += m * m;
   }
+  // What the norm of C would be without cancellation, scaled to a sum of K random-sign terms.
+  uncancelled_norm_ = std::sqrt(magnitude2) / std::sqrt(double(K));
   if (ag) gathered_ = std::move(A.v);
 }
 
@@ -118,8 +128,11 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
     err2 += (got - want) * (got - want);
     ref2 += want * want;
   }
+  // Relative to ‖ref‖, unless the products cancel so much that ‖ref‖ is far below the size of
+  // the terms summed (a tiny output of a few elements can): rounding scales with the terms.
+  const double scale = std::max(std::sqrt(ref2), uncancelled_norm_);
   // NaN compares false everywhere, so a NaN in C must turn into a failing error, not a pass.
-  double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  double rel = scale > 0 ? std::sqrt(err2) / scale : std::sqrt(err2);
   if (std::isnan(rel)) rel = INFINITY;
 
   // The gathered operand is a copy: it must equal the stored A, bit for bit.

@@ -3,9 +3,9 @@
 //
 //   unfused (engine=thread): the calling thread is the compute engine (BLAS, reductions); a
 //     persistent progress thread is the communication engine: it posts non-blocking MPI
-//     operations as soon as their dependencies are met and polls them, sleeping `poll_us`
-//     between polls while anything is in flight and blocking on a condition variable when
-//     nothing is, so it does not burn a core while it waits.
+//     operations as soon as their dependencies are met and polls them, waiting on a condition
+//     variable between polls (at most `poll_us` while anything is in flight, woken at once when
+//     a GEMM finishes; without limit when nothing is), so it does not burn a core while it waits.
 //   fused (engine=inline) and overlap=none: one thread; between GEMM tiles of `tile_rows`
 //     rows (fused only) it posts and tests communication itself.
 //
