@@ -53,8 +53,8 @@ struct ExecSettings {
   /// while a message is in flight (a finished GEMM wakes it sooner). 0 = spin (fastest reaction, but it takes a whole core from the
   /// GEMM); larger = cheaper, but a message may complete up to this much later than it could.
   /// With nothing in flight the thread blocks on a condition variable and costs nothing.
-  /// Default 200: on a 2-core host (bench/poll_interval.sh) spinning cost the GEMM a core
-  /// (19.6 ms vs 12.3 ms for gemm_rs 2048x1024x256 at 2 ranks), and 200 us was as fast as 1000.
+  /// Default 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks)
+  /// spinning cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).
   int poll_us = 200;
   /// Fused schedules (engine=inline): rows of a GEMM computed between two MPI progress calls.
   int64_t tile_rows = 64;
