@@ -125,42 +125,27 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
     const std::string key(token.substr(0, eq));
     const std::string_view value = token.substr(eq + 1);
     if (!seen.insert(key).second) return fail("key '" + key + "' given twice");
-    auto bad_value = [&](const std::string& allowed) {
-      return fail(key + "=" + std::string(value) + " is not one of " + allowed);
+    std::string allowed;  // set when the value is not one of the field's names
+    auto set = [&](auto& field, const auto& values) {
+      if (auto v = lookup(value, values)) field = *v;
+      else allowed = choices(values);
     };
-    if (key == "overlap") {
-      auto v = lookup(value, kOverlaps);
-      if (!v) return bad_value(choices(kOverlaps));
-      s.overlap = *v;
-    } else if (key == "chunks") {
+    if (key == "overlap") set(s.overlap, kOverlaps);
+    else if (key == "split") set(s.split, kSplits);
+    else if (key == "data") set(s.data, kData);
+    else if (key == "fusion") set(s.fusion, kFusions);
+    else if (key == "engine") set(s.engine, kEngines);
+    else if (key == "algo") set(s.algo, kAlgos);
+    else if (key == "chunks") {
       int n = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
       if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > kMaxChunks)
         return fail("chunks=" + std::string(value) + " is not an integer in 1.." + std::to_string(kMaxChunks));
       s.chunks = n;
-    } else if (key == "split") {
-      auto v = lookup(value, kSplits);
-      if (!v) return bad_value(choices(kSplits));
-      s.split = *v;
-    } else if (key == "data") {
-      auto v = lookup(value, kData);
-      if (!v) return bad_value(choices(kData));
-      s.data = *v;
-    } else if (key == "fusion") {
-      auto v = lookup(value, kFusions);
-      if (!v) return bad_value(choices(kFusions));
-      s.fusion = *v;
-    } else if (key == "engine") {
-      auto v = lookup(value, kEngines);
-      if (!v) return bad_value(choices(kEngines));
-      s.engine = *v;
-    } else if (key == "algo") {
-      auto v = lookup(value, kAlgos);
-      if (!v) return bad_value(choices(kAlgos));
-      s.algo = *v;
     } else {
       return fail("unknown key '" + key + "'; keys: overlap, chunks, split, data, fusion, engine, algo");
     }
+    if (!allowed.empty()) return fail(key + "=" + std::string(value) + " is not one of " + allowed);
   }
   return s;
 }
