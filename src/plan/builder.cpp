@@ -37,6 +37,10 @@ View op_view(Buf buf, int64_t offset, int64_t ld, bool trans, Range rows, Range 
   return View{buf, offset + rows.begin * ld + cols.begin, rows.size, cols.size, ld};
 }
 
+std::string task_label(const char* what, const char* unit, int index, int piece) {
+  return std::string(what) + " " + unit + " " + std::to_string(index) + " piece " + std::to_string(piece);
+}
+
 View dense_view(Buf buf, int64_t offset, int64_t rows, int64_t cols, int64_t ld) {
   return View{buf, offset, rows, cols, ld};
 }

@@ -32,6 +32,9 @@ std::vector<Piece> cut(int64_t rows, int64_t cols, const Schedule& schedule);
 /// dimension ld at `offset` in buf: for a transposed X the stored view is the transpose.
 View op_view(Buf buf, int64_t offset, int64_t ld, bool trans, Range rows, Range cols);
 
+/// A task's label: "<what> <unit> <index> piece <piece>", e.g. "recv shard 2 piece 0".
+std::string task_label(const char* what, const char* unit, int index, int piece);
+
 /// A plain row-major view.
 View dense_view(Buf buf, int64_t offset, int64_t rows, int64_t cols, int64_t ld);
 

@@ -14,9 +14,8 @@ namespace cofuse::detail {
 
 namespace {
 
-std::string name(const char* what, int shard, int piece) {
-  return std::string(what) + " shard " + std::to_string(shard) + " piece " + std::to_string(piece);
-}
+// "send shard 2 piece 1": the labels a plan dump and a trace show.
+std::string name(const char* what, int index, int piece) { return task_label(what, "shard", index, piece); }
 
 }  // namespace
 

@@ -11,9 +11,8 @@ namespace cofuse::detail {
 
 namespace {
 
-std::string name(const char* what, int block, int piece) {
-  return std::string(what) + " block " + std::to_string(block) + " piece " + std::to_string(piece);
-}
+// "send block 2 piece 1": the labels a plan dump and a trace show.
+std::string name(const char* what, int index, int piece) { return task_label(what, "block", index, piece); }
 
 }  // namespace
 

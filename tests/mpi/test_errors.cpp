@@ -124,32 +124,34 @@ TEST(Buffers, NullBufferOnOneRankFailsEveryRank) {
   else EXPECT_NE(message.find("rank " + std::to_string(culprit) + " passed unusable buffers"), std::string::npos) << message;
 }
 
+// Buffers for base_desc() carved from one allocation, so that C can be pointed into A or B.
+struct CarvedBuffers {
+  std::vector<float> block;
+  float *a, *b, *c;
+  explicit CarvedBuffers(const LocalShapes& s) : block(s.a.elements() + s.b.elements() + s.c.elements()) {
+    fill_random(DType::f32, block.data(), block.size(), 3, 3);
+    a = block.data();
+    b = a + s.a.elements();
+    c = b + s.b.elements();
+  }
+};
+
 TEST(Buffers, OutputAliasingAnInputIsRejected) {
   const OpDesc d = base_desc();
-  const LocalShapes s = d.local_shapes();
-  // One allocation big enough for all; C placed over the tail of A.
-  std::vector<float> block(s.a.elements() + s.b.elements() + s.c.elements());
-  fill_random(d.dtype, block.data(), block.size(), 3, 3);
-  float* a = block.data();
-  float* b = a + s.a.elements();
-  float* c = a + s.a.elements() / 2;
+  CarvedBuffers buf(d.local_shapes());
+  float* c = buf.a + d.local_shapes().a.elements() / 2;  // C over the tail of A, on every rank
   const std::string message =
-      error_of([&] { run(d, {a, b, c, nullptr}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+      error_of([&] { run(d, {buf.a, buf.b, c, nullptr}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
   EXPECT_NE(message.find("overlaps"), std::string::npos) << message;
 }
 
 TEST(Buffers, AliasingOnOneRankFailsEveryRank) {
   const OpDesc d = base_desc();
-  const LocalShapes s = d.local_shapes();
-  std::vector<float> block(s.a.elements() + s.b.elements() + s.c.elements());
-  fill_random(d.dtype, block.data(), block.size(), 3, 3);
-  float* a = block.data();
-  float* b = a + s.a.elements();
-  float* c = b + s.b.elements();
+  CarvedBuffers buf(d.local_shapes());
   const int culprit = 0;
-  if (test::world_rank() == culprit) c = b;  // C over B on one rank only
+  float* c = test::world_rank() == culprit ? buf.b : buf.c;  // C over B on one rank only
   const std::string message =
-      error_of([&] { run(d, {a, b, c, nullptr}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+      error_of([&] { run(d, {buf.a, buf.b, c, nullptr}, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
   EXPECT_FALSE(message.empty()) << "every rank must fail, not only the culprit";
 }
 
