@@ -98,7 +98,12 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
   }
   requests_.assign(ctasks_.size(), MPI_REQUEST_NULL);
   completed_.resize(ctasks_.size());
-  build_datatypes();
+  try {
+    build_datatypes();
+  } catch (...) {
+    free_datatypes();  // the destructor does not run for an object that failed to construct
+    throw;
+  }
   if (threaded_) thread_ = std::thread([this] { progress_thread_main(); });
 }
 
