@@ -61,6 +61,10 @@ struct Schedule {
   /// message names the fields and says why, e.g. "overlap=shard moves whole shards: chunks must be 1".
   Status validate_for(const OpDesc& desc) const;
 
+  /// Whether communication runs on its own engine next to the GEMM (a progress thread on the
+  /// CPU): an overlapped, unfused schedule. Serial and fused schedules use one thread.
+  bool separate_comm_engine() const { return overlap != Overlap::none && fusion == Fusion::unfused; }
+
   bool operator==(const Schedule&) const = default;
 };
 

@@ -9,14 +9,11 @@
 #include <vector>
 
 #include "cofuse/status.hpp"
+#include "comm/mpi_util.hpp"
 
 namespace cofuse {
 
 namespace {
-
-void check_mpi(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw Error(ErrorCode::mpi, std::string("reference check: ") + call + " failed");
-}
 
 double load(DType dtype, const void* data, int64_t index) {
   return dtype == DType::f64 ? static_cast<const double*>(data)[index]
@@ -42,7 +39,7 @@ std::vector<unsigned char> gather_all(const void* mine, int64_t elements, DType 
   const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
   if (bytes > INT_MAX) throw Error(ErrorCode::invalid_argument, "reference check: operands too large to gather");
   std::vector<unsigned char> all(static_cast<std::size_t>(bytes * ranks));
-  check_mpi(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, comm),
+  detail::mpi_check(MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes), MPI_BYTE, comm),
             "MPI_Allgather");
   return all;
 }
@@ -53,8 +50,8 @@ Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, 
   agree(d, serial_schedule(), comm);  // ranks checking different ops would gather different sizes
   throw_if_error(d.validate());
   int rank = 0, size = 0;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  detail::mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  detail::mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   if (size != d.ranks) throw Error(ErrorCode::mismatch, "reference check: communicator size differs from desc.ranks");
   const int64_t P = size, M = d.m, N = d.n, K = d.k;
   const std::size_t elem = dtype_size(d.dtype);
@@ -121,7 +118,7 @@ Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, 
 CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm) const {
   const OpDesc& d = desc_;
   int rank = 0;
-  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  detail::mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   double err2 = 0, ref2 = 0;
   for (std::size_t i = 0; i < expected_.size(); ++i) {
     const double got = load(d.dtype, c, static_cast<int64_t>(i)), want = expected_[i];
@@ -153,8 +150,8 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
     double value;
     int rank;
   } worst{rel, rank};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &gathered_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), "MPI_Allreduce");
+  detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, &gathered_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
 
   CheckResult result;
   result.rel_error = worst.value;

@@ -54,7 +54,7 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
                                                  " is a GPU engine; the CPU executor runs engine=thread or engine=inline");
   if (settings_.poll_us < 0) throw Error(ErrorCode::invalid_argument, "poll_us must be >= 0");
   if (settings_.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "tile_rows must be >= 1");
-  threaded_ = s.overlap != Overlap::none && s.fusion == Fusion::unfused;
+  threaded_ = s.separate_comm_engine();
   tiled_ = s.fusion == Fusion::fused;
   blocking_collectives_ = s.overlap == Overlap::none;
   if (threaded_) {

@@ -127,7 +127,7 @@ void write_chrome_trace(const std::string& path, const Operation& operation, MPI
     }
   }
   for (const Plan& p : plans) plan_ptrs.push_back(&p);
-  const bool threaded = operation.schedule().fusion == Fusion::unfused && operation.schedule().overlap != Overlap::none;
+  const bool threaded = operation.schedule().separate_comm_engine();
   const std::vector<std::string> engines = {"compute (calling thread)",
                                             threaded ? "comm (progress thread)" : "comm (driven by the calling thread)"};
   std::ofstream out(path);

@@ -227,7 +227,7 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
   row("gemm", g);
   row("comm", m);
   row("total", t);
-  if (op.schedule().overlap != Overlap::none && op.schedule().fusion == Fusion::unfused)
+  if (op.schedule().separate_comm_engine())
     row("progress cpu", summarize(times.progress_cpu));
   o << std::setprecision(2) << "rates        GEMM " << gflops << " GFLOP/s per rank";
   if (serial)
