@@ -7,7 +7,7 @@ namespace cofuse {
 
 struct BuildInfo {
   std::string version;       // e.g. "0.1.0"
-  std::string git_revision;  // the commit libcofuse was configured from, or "unknown"
+  std::string git_revision;  // the commit libcofuse was built from ("-dirty": with local changes), or "unknown"
   std::string compiler;      // e.g. "g++ 12.2.0"
   std::string mpi;           // MPI_Get_library_version, first line
   std::string blas;          // OpenBLAS configuration, core type and thread count

@@ -95,6 +95,14 @@ class Operation {
   /// Throws cofuse::Error (invalid_argument for buffers, mpi for an MPI failure).
   RunStats execute(const OpBuffers& buffers);
 
+  /// Measurement aid (NOT collective, no communication at all): runs only this rank's
+  /// compute-engine tasks, in plan order and with the same GEMM pieces and tiles as execute(),
+  /// leaving the outputs meaningless. Its gemm_s is the GEMM time of the schedule's pieces with
+  /// nothing running beside them, so gemm_s minus the whole GEMM's time is the dilation that
+  /// chunking alone costs (DIL, docs/benchmarks.md). comm_s is 0.
+  /// Throws cofuse::Error (invalid_argument for buffers this rank cannot use).
+  RunStats execute_compute_only(const OpBuffers& buffers);
+
   const OpDesc& desc() const { return desc_; }
   const Schedule& schedule() const;
   /// This rank's plan (print it with plan().dump()).

@@ -4,13 +4,14 @@
 
 #include "cofuse/version.hpp"
 #include "compute/gemm.hpp"
+#include "git_revision.hpp"
 
 namespace cofuse {
 
 BuildInfo build_info() {
   BuildInfo info;
   info.version = COFUSE_VERSION;
-  info.git_revision = COFUSE_GIT_REVISION;
+  info.git_revision = COFUSE_BUILD_GIT_REVISION;
 #if defined(__clang__)
   info.compiler = "clang++ " __clang_version__;
 #elif defined(__GNUC__)

@@ -297,7 +297,7 @@ void CpuExecutor::wait_any_inflight() {
   --comm_left_;
 }
 
-void CpuExecutor::run_compute_task(int index, bool tiled) {
+void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
   const DType dtype = plan_.desc.dtype;
   times_[index].start = now();
@@ -314,7 +314,7 @@ void CpuExecutor::run_compute_task(int index, bool tiled) {
       gemm(dtype, rows, t.z.cols, k, {static_cast<char*>(pointer(t.x)) + x_offset * elem, t.x.ld, t.trans_x},
            {pointer(t.y), t.y.ld, t.trans_y}, static_cast<char*>(pointer(t.z)) + row * t.z.ld * elem, t.z.ld,
            t.accumulate);
-      if (tiled) progress();
+      if (tiled && make_progress) progress();
     }
   }
   mark_done(index);
@@ -383,11 +383,7 @@ void CpuExecutor::fail(const std::string& what) {
   throw Error(ErrorCode::mpi, what);
 }
 
-RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
-  if (!broken_.empty())
-    throw Error(ErrorCode::invalid_argument,
-                "this operation failed in an earlier call and cannot run again (" + broken_ + "); create a new one");
-  const double start = now();
+void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
   const int64_t elem = static_cast<int64_t>(dtype_size(plan_.desc.dtype));
   base_[static_cast<int>(Buf::a)] = static_cast<char*>(const_cast<void*>(buffers.a));
   base_[static_cast<int>(Buf::b)] = static_cast<char*>(const_cast<void*>(buffers.b));
@@ -400,6 +396,23 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
     done_[i].store(0, std::memory_order_relaxed);
     times_[i] = {};
   }
+}
+
+RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
+  if (!broken_.empty())
+    throw Error(ErrorCode::invalid_argument, "this operation failed in an earlier call and cannot run again (" + broken_ + ")");
+  const double start = now();
+  bind(buffers, work);
+  for (int index : compute_order_) run_compute_task(index, tiled_, false);
+  return phase_times(start);
+}
+
+RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
+  if (!broken_.empty())
+    throw Error(ErrorCode::invalid_argument,
+                "this operation failed in an earlier call and cannot run again (" + broken_ + "); create a new one");
+  const double start = now();
+  bind(buffers, work);
   for (CommTask& c : ctasks_) c.posted = false;
   first_unposted_ = 0;
   next_collective_ = 0;
@@ -461,11 +474,17 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
     }
   }
 
-  // Phase times: GEMM engine busy time, and the wall time with communication in flight.
+  RunStats stats = phase_times(start);
+  if (threaded_) stats.progress_cpu_s = progress_cpu_s_;
+  return stats;
+}
+
+// GEMM engine busy time, and the wall time with communication in flight, from the task times.
+RunStats CpuExecutor::phase_times(double start) const {
   RunStats stats;
   stats.total_s = now() - start;
   double comm_busy = 0, covered_until = 0;
-  std::vector<std::pair<double, double>>& spans = spans_;
+  std::vector<std::pair<double, double>>& spans = spans_;  // scratch: no allocation per call
   spans.clear();
   for (std::size_t i = 0; i < plan_.tasks.size(); ++i) {
     const Task& t = plan_.tasks[i];
@@ -480,7 +499,6 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
     covered_until = std::max(covered_until, end);
   }
   stats.comm_s = comm_busy;
-  if (threaded_) stats.progress_cpu_s = progress_cpu_s_;
   return stats;
 }
 

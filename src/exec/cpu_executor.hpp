@@ -43,6 +43,11 @@ class CpuExecutor {
   /// frees its in-flight requests and refuses every later run.
   RunStats run(const OpBuffers& buffers, void* work);
 
+  /// Measurement aid, not collective: runs only the compute engine's tasks, in plan order and
+  /// with the same tiling as run(), and no communication at all, so the outputs are
+  /// meaningless. Its GEMM time is what the plan's pieces cost without contention.
+  RunStats run_compute_only(const OpBuffers& buffers, void* work);
+
   const Plan& plan() const { return plan_; }
   /// Start and end of every task of the last run (steady-clock seconds), indexed like plan().tasks.
   const std::vector<TaskTime>& times() const { return times_; }
@@ -52,7 +57,9 @@ class CpuExecutor {
   void* pointer(const View& view) const;
   bool deps_done(const Task& task) const;
   void mark_done(int task);
-  void run_compute_task(int index, bool tiled);
+  void bind(const OpBuffers& buffers, void* work);
+  void run_compute_task(int index, bool tiled, bool make_progress = true);
+  RunStats phase_times(double start) const;
   bool progress();           // one pass of posting and testing; true if anything changed
   void wait_any_inflight();  // blocks in MPI until one in-flight operation completes
   void drive_comm();         // the progress thread's work for one run
@@ -74,7 +81,7 @@ class CpuExecutor {
   std::vector<int> completed_;        // scratch for MPI_Testsome
   std::unique_ptr<std::atomic<uint8_t>[]> done_;
   std::vector<TaskTime> times_;
-  std::vector<std::pair<double, double>> spans_;  // scratch for the communication time
+  mutable std::vector<std::pair<double, double>> spans_;  // scratch for the communication time
   char* base_[5] = {};
 
   // Per-run progress of the communication engine.

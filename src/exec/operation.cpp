@@ -142,6 +142,15 @@ RunStats Operation::execute(const OpBuffers& buffers) {
   return stats;
 }
 
+RunStats Operation::execute_compute_only(const OpBuffers& buffers) {
+  const std::string problem = buffer_problem(desc_, buffers);
+  if (!problem.empty())
+    throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": " + problem);
+  const Plan& plan = executor_->plan();
+  void* work = state_->workspace.get(static_cast<std::size_t>(plan.work_elements) * dtype_size(desc_.dtype));
+  return executor_->run_compute_only(buffers, work);
+}
+
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {
   return Operation(desc, comm, schedule).execute(buffers);
 }

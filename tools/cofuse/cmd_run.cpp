@@ -5,18 +5,17 @@
 // iterations -> reference check -> table or JSON on rank 0 -> optional trace and .npy files.
 #include <mpi.h>
 
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "op_data.hpp"
 #include "op_options.hpp"
 #include "timing.hpp"
 
@@ -47,54 +46,9 @@ struct Times {
   Summary t() const { return summarize(total); }
 };
 
-// nccl-tests conventions: algbw = bytes / time, where bytes is the whole collective's size
-// (the gathered matrix, the reduced matrix); busbw = algbw * factor.
-struct CommSize {
-  const char* collective;
-  double bytes;
-  double busbw_factor;
-  const char* factor_text;
-};
-
-CommSize comm_size(const OpDesc& d) {
-  const double elem = static_cast<double>(dtype_size(d.dtype));
-  const double p = d.ranks;
-  switch (d.op) {
-    case OpKind::ag_gemm: return {"allgather", double(d.m) * double(d.k) * elem, (p - 1) / p, "(P-1)/P"};
-    case OpKind::gemm_rs: return {"reduce-scatter", double(d.m) * double(d.n) * elem, (p - 1) / p, "(P-1)/P"};
-    case OpKind::gemm_ar: return {"all-reduce", double(d.m) * double(d.n) * elem, 2 * (p - 1) / p, "2(P-1)/P"};
-  }
-  return {"", 0, 0, ""};
-}
-
-std::string shape_text(MatrixShape s) { return "[" + std::to_string(s.rows) + " x " + std::to_string(s.cols) + "]"; }
-
 nlohmann::json summary_json(const Summary& s) {
   return {{"median", s.median * 1e3}, {"min", s.min * 1e3}, {"max", s.max * 1e3}};
 }
-
-// One operand's storage, typed by the op's dtype.
-struct Matrix {
-  MatrixShape shape;
-  std::vector<unsigned char> bytes;
-  Matrix(MatrixShape s, DType dtype) : shape(s), bytes(static_cast<std::size_t>(s.elements()) * dtype_size(dtype)) {}
-  void* data() { return bytes.empty() ? nullptr : bytes.data(); }
-};
-
-struct Inputs {
-  LocalShapes shapes;
-  Matrix a, b, c, gathered;
-  Inputs(const OpDesc& d, uint64_t seed, int rank)
-      : shapes(d.local_shapes()),
-        a(shapes.a, d.dtype),
-        b(shapes.b, d.dtype),
-        c(shapes.c, d.dtype),
-        gathered(shapes.gathered, d.dtype) {
-    fill_random(d.dtype, a.data(), shapes.a.elements(), seed, 2 * uint64_t(rank));
-    fill_random(d.dtype, b.data(), shapes.b.elements(), seed, 2 * uint64_t(rank) + 1);
-  }
-  OpBuffers buffers() { return {a.data(), b.data(), c.data(), gathered.data()}; }
-};
 
 // One timed call: the slowest rank's GEMM and total time, the least-waiting rank's
 // communication time, the progress thread's CPU time.
@@ -138,17 +92,6 @@ std::pair<Times, Times> time_against_serial(Operation& serial, Operation& operat
   }
   operation.execute(buffers);
   return {base, times};
-}
-
-uint64_t choose_seed(const RunArgs& args) {
-  uint64_t seed = 0;
-  if (!args.seed.empty()) {
-    std::from_chars(args.seed.data(), args.seed.data() + args.seed.size(), seed);  // validated at parse time
-  } else {
-    seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-  }
-  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  return seed;
 }
 
 void save_npy_files(const std::string& dir, int rank, const OpDesc& d, const Schedule& s, const RunArgs& args,
@@ -264,7 +207,7 @@ std::vector<Schedule> sweep_list(const RunArgs& args, const OpDesc& d) {
 // --schedules: every schedule timed interleaved with the serial baseline; the serial calls
 // also give G (GEMM alone) and M (communication alone), measured in the same run.
 int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
-  const uint64_t seed = choose_seed(args);
+  const uint64_t seed = agree_seed(args.seed);
   Inputs in(d, seed, rank);
   const OpBuffers buffers = in.buffers();
   const Reference reference(d, buffers.a, buffers.b, MPI_COMM_WORLD);
@@ -308,7 +251,7 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
 
 int run_single(const RunArgs& args, const OpDesc& d, int rank) {
   Operation operation(d, MPI_COMM_WORLD, *Schedule::parse(args.schedule), args.settings);
-  const uint64_t seed = choose_seed(args);
+  const uint64_t seed = agree_seed(args.seed);
   Inputs in(d, seed, rank);
   const OpBuffers buffers = in.buffers();
   const Times times = time_operation(operation, buffers, args.iters, args.warmup);
@@ -413,15 +356,7 @@ std::function<int()> add_run_command(CLI::App& app) {
           "all|presets|LIST"))
       ->excludes("--schedule");
   run->add_option("--seed", args->seed, "Seed of the random inputs, 0..2^64-1 (default: a fresh one, printed)")
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            uint64_t value = 0;
-            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-            if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-              return std::string("--seed: '" + text + "' is not an integer in 0..18446744073709551615");
-            return std::string();
-          },
-          "UINT64"));
+      ->check(seed_validator());
   run->add_option("--iters", args->iters, "Timed iterations")->check(CLI::PositiveNumber)->capture_default_str();
   run->add_option("--warmup", args->warmup, "Untimed iterations first")->check(CLI::NonNegativeNumber)->capture_default_str();
   run->add_flag("--check", args->check,

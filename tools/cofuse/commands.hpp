@@ -14,4 +14,10 @@ std::function<int()> add_run_command(CLI::App& app);
 /// Adds `cofuse plan` (no MPI needed).
 std::function<int()> add_plan_command(CLI::App& app);
 
+/// Adds `cofuse bench` (initialises MPI when run). argc/argv are kept in every record.
+std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv);
+
+/// Adds `cofuse report` (no MPI needed).
+std::function<int()> add_report_command(CLI::App& app);
+
 }  // namespace cofuse::cli

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
 
   auto run_command = cofuse::cli::add_run_command(app);
   auto plan_command = cofuse::cli::add_plan_command(app);
+  auto bench_command = cofuse::cli::add_bench_command(app, argc, argv);
+  auto report_command = cofuse::cli::add_report_command(app);
 
   try {
     app.parse(argc, argv);
@@ -33,6 +35,8 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("run")) return run_command();
   if (app.got_subcommand("plan")) return plan_command();
+  if (app.got_subcommand("bench")) return bench_command();
+  if (app.got_subcommand("report")) return report_command();
   std::cout << app.help();
   return 0;
 }

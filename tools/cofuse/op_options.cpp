@@ -1,5 +1,7 @@
 #include "op_options.hpp"
 
+#include <charconv>
+
 namespace cofuse::cli {
 
 void add_op_options(CLI::App* app, OpArgs& args) {
@@ -40,6 +42,18 @@ CLI::Validator schedule_validator() {
         return error.message();
       },
       "SCHEDULE");
+}
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& text) {
+        uint64_t value = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+          return std::string("--seed: '" + text + "' is not an integer in 0..18446744073709551615");
+        return std::string();
+      },
+      "UINT64");
 }
 
 std::string schedule_name(const Schedule& schedule) {

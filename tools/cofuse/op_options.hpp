@@ -29,6 +29,9 @@ OpDesc make_desc(const OpArgs& args, int ranks);
 /// the op is checked later, identically on every rank).
 CLI::Validator schedule_validator();
 
+/// A CLI11 validator for --seed: an integer in 0..2^64-1.
+CLI::Validator seed_validator();
+
 /// The preset name of a schedule, or its full string form.
 std::string schedule_name(const Schedule& schedule);
 

@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""Checks `cofuse bench` records (the harness, not the speed).
+
+  check_records.py RECORDS.jsonl [--csv FILE] [--expect-cases N] [--timing]
+
+Asserts: every line parses and carries the documented fields; every case has serial, naive and
+at least one cofuse variant; every error is under its tolerance; the metrics agree with the
+times they are computed from; with --csv, one CSV row per record with the same values; with
+--timing, serial ~ G + M within noise (the case must be large enough for that to hold).
+Prints 'records OK' and exits 0, or prints every problem and exits 1.
+"""
+import argparse
+import csv
+import json
+import math
+import sys
+
+REQUIRED = [
+    "schema", "run.started", "run.command", "run.seed", "run.iters", "run.warmup", "run.naive_chunks",
+    "case.index", "case.op", "case.m", "case.n", "case.k", "case.dtype", "case.axis", "case.trans_a",
+    "case.trans_b", "case.ranks", "case.layer", "case.flops", "case.seed",
+    "variant", "schedule", "schedule_name",
+    "times_ms.total.median", "times_ms.total.min", "times_ms.total.max", "times_ms.gemm.median",
+    "baselines_ms.gemm_alone.median", "baselines_ms.comm_alone.median", "baselines_ms.serial.median",
+    "baselines_ms.naive.median",
+    "metrics.speedup_vs_serial", "metrics.speedup_vs_naive", "metrics.overlap_efficiency", "metrics.ideal_ms",
+    "metrics.serial_sum_ms", "metrics.dil_ms", "metrics.cil_ms", "metrics.exposed_ms",
+    "comm.collective", "comm.bytes", "comm.algbw_GBps", "comm.busbw_GBps", "comm.busbw_factor",
+    "workspace_bytes", "error.rel_error", "error.tolerance", "error.passed",
+    "machine.cpu_model", "machine.cores_online", "machine.hosts", "machine.link.description", "machine.link.measured",
+    "versions.cofuse", "versions.git_revision", "versions.compiler", "versions.mpi", "versions.blas",
+]
+
+
+def get(record, dotted):
+    value = record
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(dotted)
+        value = value[part]
+    return value
+
+
+def close(a, b, rel=1e-9):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("records")
+    ap.add_argument("--csv")
+    ap.add_argument("--expect-cases", type=int)
+    ap.add_argument("--timing", action="store_true")
+    args = ap.parse_args()
+    problems = []
+    records = []
+    with open(args.records) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                problems.append(f"line {number}: not JSON: {e}")
+    if not records:
+        problems.append("no records")
+    cases = {}
+    for i, r in enumerate(records):
+        where = f"record {i + 1} ({r.get('case', {}).get('op')} {r.get('schedule_name')})"
+        missing = []
+        for field in REQUIRED:
+            try:
+                get(r, field)
+            except KeyError:
+                missing.append(field)
+        if missing:
+            problems.append(f"{where}: missing {', '.join(missing)}")
+            continue
+        if r["schema"] != "cofuse.bench.record/1":
+            problems.append(f"{where}: schema {r['schema']}")
+        if r["variant"] not in ("serial", "naive", "cofuse"):
+            problems.append(f"{where}: variant {r['variant']}")
+        cases.setdefault((r["run"]["started"], r["case"]["index"]), []).append(r)
+        e = r["error"]
+        if not (e["passed"] and e["rel_error"] <= e["tolerance"]):
+            problems.append(f"{where}: error {e['rel_error']} over tolerance {e['tolerance']}")
+        t = r["times_ms"]["total"]
+        if not (0 < t["min"] <= t["median"] <= t["max"]):
+            problems.append(f"{where}: total min/median/max out of order: {t}")
+        b, m = r["baselines_ms"], r["metrics"]
+        G, M, T = b["gemm_alone"]["median"], b["comm_alone"]["median"], t["median"]
+        checks = [("speedup_vs_serial", b["serial"]["median"] / T), ("speedup_vs_naive", b["naive"]["median"] / T),
+                  ("overlap_efficiency", max(G, M) / T), ("ideal_ms", max(G, M)), ("serial_sum_ms", G + M)]
+        for name, want in checks:
+            if not close(m[name], want, 1e-6):
+                problems.append(f"{where}: metrics.{name} = {m[name]}, but the times give {want}")
+        if r["variant"] == "cofuse" and (m["dil_ms"] is None or m["cil_ms"] is None):
+            problems.append(f"{where}: a cofuse schedule without DIL/CIL")
+        c = r["comm"]
+        elem = 4 if r["case"]["dtype"] == "f32" else 8
+        rows_cols = (r["case"]["m"] * r["case"]["k"]) if r["case"]["op"] == "ag_gemm" else (r["case"]["m"] * r["case"]["n"])
+        if c["bytes"] != rows_cols * elem:
+            problems.append(f"{where}: comm.bytes {c['bytes']} != {rows_cols * elem}")
+        if M > 0 and not close(c["algbw_GBps"], c["bytes"] / (M * 1e-3) * 1e-9, 1e-6):
+            problems.append(f"{where}: algbw {c['algbw_GBps']} disagrees with bytes / M")
+        if r["machine"]["link"]["measured"] and not r["machine"]["link"].get("gbit_per_s", 0) > 0:
+            problems.append(f"{where}: a measured link without a bandwidth")
+    if args.expect_cases is not None and len(cases) != args.expect_cases:
+        problems.append(f"{len(cases)} cases, expected {args.expect_cases}")
+    for key, rs in cases.items():
+        kinds = [r["variant"] for r in rs]
+        if kinds.count("serial") != 1 or kinds.count("naive") != 1 or kinds.count("cofuse") < 1:
+            problems.append(f"case {key[1]}: variants {kinds}")
+        serial = [r for r in rs if r["variant"] == "serial"]
+        if serial and not close(serial[0]["times_ms"]["total"]["median"], serial[0]["baselines_ms"]["serial"]["median"]):
+            problems.append(f"case {key[1]}: the serial record and the serial baseline differ")
+        if args.timing and serial:
+            b = serial[0]["baselines_ms"]
+            G, M, S = b["gemm_alone"]["median"], b["comm_alone"]["median"], b["serial"]["median"]
+            # Serial is one GEMM then one collective: its time is G + M up to noise and call overhead.
+            if abs(S - (G + M)) > 0.3 * (G + M) + 1.0:
+                problems.append(f"case {key[1]}: serial {S:.3f} ms is not G + M = {G:.3f} + {M:.3f} ms within noise")
+    if args.csv:
+        with open(args.csv, newline="") as f:
+            rows = list(csv.DictReader(f))
+        if len(rows) != len(records):
+            problems.append(f"csv has {len(rows)} rows for {len(records)} records")
+        for row, r in zip(rows, records):
+            for field in ("schedule_name", "times_ms.total.median", "error.rel_error", "case.m"):
+                want = get(r, field)
+                got = row.get(field)
+                ok = got == want if isinstance(want, str) else (got is not None and math.isclose(float(got), float(want), rel_tol=1e-9))
+                if not ok:
+                    problems.append(f"csv {field}: {got!r} != record {want!r}")
+    for p in problems:
+        print("FAIL:", p)
+    if problems:
+        return 1
+    print(f"records OK: {len(records)} records, {len(cases)} cases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

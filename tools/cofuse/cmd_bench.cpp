@@ -1,0 +1,417 @@
+// `cofuse bench`: a sweep of cases (ops x shapes x dtypes x schedules), each measured against
+// the baselines a user would otherwise pick (bench_measure.hpp), printed as a table, written
+// as JSON Lines records (and CSV) that say what ran, where and on what.
+//
+// Flow: parse and expand the sweep (no MPI: usage errors never need mpirun) -> MPI -> ranks
+// agree on the whole sweep -> every case and schedule validated before anything runs -> link
+// probe -> cases, each recorded as soon as it finishes (an interrupted sweep keeps its data).
+#include <mpi.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "bench_measure.hpp"
+#include "bench_record.hpp"
+#include "bench_sweep.hpp"
+#include "cofuse/cofuse.hpp"
+#include "commands.hpp"
+#include "op_data.hpp"
+#include "op_options.hpp"
+#include "progress.hpp"
+
+namespace cofuse::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string ops = "gemm_ar", axes = "auto", dtypes = "f32";
+  std::string m = "128", n = "2048", k = "2048";
+  int64_t m_begin = 0, m_end = 0, m_step = 0;
+  double m_factor = 2;
+  bool trans_a = false, trans_b = false;
+  std::string schedules = "presets";
+  std::string sweep_file, label, link;
+  std::string seed;
+  int iters = 10, warmup = 2, naive_chunks = 4;
+  std::string records, csv, trace_dir;
+  bool quiet = false, json = false;
+  ExecSettings settings;
+  std::string command_line;
+};
+
+std::vector<BenchCase> cases_of(const BenchArgs& args) {
+  SweepSpec spec;
+  spec.label = args.label;
+  spec.ops = split_list(args.ops);
+  spec.axes = split_list(args.axes);
+  spec.dtypes = split_list(args.dtypes);
+  spec.m = args.m_begin > 0 ? size_range(args.m_begin, args.m_end > 0 ? args.m_end : args.m_begin, args.m_factor, args.m_step)
+                            : parse_size_list(args.m, "--m");
+  spec.n = parse_size_list(args.n, "--n");
+  spec.k = parse_size_list(args.k, "--k");
+  spec.trans_a = args.trans_a;
+  spec.trans_b = args.trans_b;
+  spec.schedules = args.schedules;
+  return args.sweep_file.empty() ? expand(spec) : load_sweep_file(args.sweep_file, spec);
+}
+
+// The cofuse schedules of a case; "presets" and "all" keep those valid for the op, a list must
+// be valid as given. Serial is always measured as a baseline, so it is left out here.
+std::vector<Schedule> schedules_of(const BenchCase& c, const OpDesc& d, const std::string& where) {
+  std::vector<Schedule> candidates;
+  if (c.schedules == "all") {
+    candidates = enumerate_schedules(d);
+  } else if (c.schedules == "presets") {
+    for (const Preset& p : presets())
+      if (p.schedule.validate_for(d).ok()) candidates.push_back(p.schedule);
+  } else {
+    for (const std::string& item : split_list(c.schedules, ';')) {
+      const Schedule s = *Schedule::parse(item);
+      if (const Status st = s.validate_for(d); !st.ok())
+        throw Error(ErrorCode::invalid_argument, where + ": schedule '" + item + "': " + st.message());
+      candidates.push_back(s);
+    }
+  }
+  std::vector<Schedule> out;
+  for (const Schedule& s : candidates)
+    if (s.overlap != Overlap::none && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  return out;
+}
+
+std::string layer_of(const OpDesc& d) {
+  switch (d.op) {
+    case OpKind::ag_gemm:
+      return d.axis == Axis::m ? "column-parallel linear, forward (sequence-parallel input gathered)"
+                               : "column-parallel linear, weight gradient (activations gathered over K)";
+    case OpKind::gemm_rs: return "row-parallel linear, forward, sequence parallel (output reduce-scattered)";
+    case OpKind::gemm_ar: return "row-parallel linear, forward (output all-reduced)";
+  }
+  return "";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return text;
+}
+
+nlohmann::ordered_json summary_ms(const Summary& s) {
+  return {{"median", s.median * 1e3}, {"min", s.min * 1e3}, {"max", s.max * 1e3}};
+}
+
+struct RunContext {
+  const BenchArgs& args;
+  nlohmann::ordered_json machine, versions, run;
+};
+
+// One record per measured variant; every record carries the case's baselines, so a line of the
+// file stands on its own.
+nlohmann::ordered_json record_of(const RunContext& ctx, const BenchCase& c, int index, const CaseResult& r,
+                         const VariantResult& v) {
+  const OpDesc& d = r.desc;
+  const CommSize cs = comm_size(d);
+  const double G = r.gemm_alone.median, M = r.comm_alone.median, T = v.total.median;
+  const double algbw = M > 0 ? cs.bytes / M * 1e-9 : 0;
+  nlohmann::ordered_json metrics = {
+      {"speedup_vs_serial", r.serial().total.median / T},
+      {"speedup_vs_naive", r.naive().total.median / T},
+      {"overlap_efficiency", std::max(G, M) / T},
+      {"ideal_ms", std::max(G, M) * 1e3},
+      {"serial_sum_ms", (G + M) * 1e3},
+      {"gemm_in_run_ms", v.gemm.median * 1e3},
+      {"exposed_ms", (T - v.gemm.median) * 1e3},
+  };
+  if (v.chunks_alone_s) {
+    metrics["gemm_pieces_alone_ms"] = *v.chunks_alone_s * 1e3;
+    metrics["dil_ms"] = (*v.chunks_alone_s - r.gemm_alone_dil_s) * 1e3;
+    metrics["cil_ms"] = (v.gemm.median - *v.chunks_alone_s) * 1e3;
+  } else {
+    metrics["dil_ms"] = nullptr;
+    metrics["cil_ms"] = nullptr;
+  }
+  return {
+      {"schema", kRecordSchema},
+      {"run", ctx.run},
+      {"case", {{"index", index}, {"label", c.label}, {"op", to_string(d.op)}, {"m", d.m}, {"n", d.n}, {"k", d.k},
+                {"dtype", to_string(d.dtype)}, {"axis", to_string(d.axis)}, {"trans_a", d.trans_a},
+                {"trans_b", d.trans_b}, {"ranks", d.ranks}, {"layer", layer_of(d)}, {"flops", d.flops()},
+                {"seed", r.seed}}},
+      {"variant", v.kind},
+      {"schedule", v.schedule},
+      {"schedule_name", v.name},
+      {"times_ms", {{"total", summary_ms(v.total)}, {"gemm", summary_ms(v.gemm)},
+                    {"comm", v.kind == "cofuse" || v.kind == "serial" ? summary_ms(v.comm) : nlohmann::ordered_json(nullptr)}}},
+      {"baselines_ms", {{"gemm_alone", summary_ms(r.gemm_alone)}, {"comm_alone", summary_ms(r.comm_alone)},
+                        {"serial", summary_ms(r.serial().total)}, {"naive", summary_ms(r.naive().total)}}},
+      {"metrics", metrics},
+      {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_GBps", algbw},
+                {"busbw_GBps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}}},
+      {"workspace_bytes", v.workspace_bytes},
+      {"error", {{"rel_error", v.check.rel_error}, {"tolerance", v.check.tolerance}, {"worst_rank", v.check.worst_rank},
+                 {"gathered_ok", v.check.gathered_ok}, {"passed", v.check.passed()}}},
+      {"trace", v.trace_file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v.trace_file)},
+      {"machine", ctx.machine},
+      {"versions", ctx.versions},
+  };
+}
+
+std::string fixed(double value, int digits) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << value;
+  return o.str();
+}
+
+void print_case(std::ostream& o, const BenchCase& c, int index, int count, const CaseResult& r, const LinkProbe& link) {
+  const OpDesc& d = r.desc;
+  const CommSize cs = comm_size(d);
+  const double G = r.gemm_alone.median, M = r.comm_alone.median;
+  const double algbw = M > 0 ? cs.bytes / M * 1e-9 : 0;
+  o << "\ncase " << index + 1 << "/" << count << "  " << d.to_string();
+  if (!c.label.empty()) o << "  [" << c.label << "]";
+  o << "\n  G  GEMM alone " << fixed(G * 1e3, 3) << " ms (" << fixed(d.flops() / d.ranks / G * 1e-9, 1)
+    << " GFLOP/s per rank)\n  M  " << cs.collective << " alone " << fixed(M * 1e3, 3) << " ms: "
+    << fixed(cs.bytes / 1e6, 2) << " MB, algbw " << fixed(algbw, 3) << " GB/s, busbw " << fixed(algbw * cs.busbw_factor, 3)
+    << " GB/s (busbw = algbw * " << cs.factor_text << ")\n  link " << link.description;
+  if (link.measured) o << ", measured " << fixed(link.gbit_per_s, 2) << " Gbit/s, " << fixed(link.latency_us, 1) << " us";
+  o << "\n";
+  std::size_t width = 8;
+  for (const VariantResult& v : r.variants) width = std::max(width, v.name.size());
+  o << "  " << std::left << std::setw(int(width)) << "variant" << std::right << std::setw(9) << "T ms" << std::setw(9)
+    << "min" << std::setw(9) << "max" << std::setw(10) << "x serial" << std::setw(9) << "x naive" << std::setw(7)
+    << "eff" << std::setw(8) << "DIL ms" << std::setw(8) << "CIL ms" << std::setw(9) << "work MB" << std::setw(10)
+    << "error" << "\n";
+  for (const VariantResult& v : r.variants) {
+    const double T = v.total.median;
+    o << "  " << std::left << std::setw(int(width)) << v.name << std::right << std::setw(9) << fixed(T * 1e3, 3)
+      << std::setw(9) << fixed(v.total.min * 1e3, 3) << std::setw(9) << fixed(v.total.max * 1e3, 3) << std::setw(10)
+      << fixed(r.serial().total.median / T, 2) << std::setw(9) << fixed(r.naive().total.median / T, 2) << std::setw(7)
+      << fixed(std::max(G, M) / T, 2);
+    if (v.chunks_alone_s)
+      o << std::setw(8) << fixed((*v.chunks_alone_s - r.gemm_alone_dil_s) * 1e3, 2) << std::setw(8)
+        << fixed((v.gemm.median - *v.chunks_alone_s) * 1e3, 2);
+    else
+      o << std::setw(8) << "-" << std::setw(8) << "-";
+    std::ostringstream err;
+    err << std::scientific << std::setprecision(1) << v.check.rel_error;
+    o << std::setw(9) << fixed(double(v.workspace_bytes) / 1e6, 2) << std::setw(10) << err.str()
+      << (v.check.passed() ? "" : "  FAIL") << "\n";
+  }
+  const VariantResult& best = r.best();
+  if (best.kind == "cofuse")
+    o << "  best " << best.name << ": " << fixed(r.serial().total.median / best.total.median, 2) << "x over serial, "
+      << fixed(r.naive().total.median / best.total.median, 2) << "x over naive, overlap efficiency "
+      << fixed(std::max(G, M) / best.total.median, 2) << "\n";
+  o << std::flush;
+}
+
+int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  // The whole sweep must be the same on every rank, or the ranks would run different collectives.
+  std::ostringstream digest;
+  for (const BenchCase& c : cases)
+    digest << c.desc(size).to_string() << c.schedules << ";";
+  agree_values(MPI_COMM_WORLD, "cofuse bench options",
+               {{"cases", int64_t(cases.size())}, {"sweep digest", int64_t(std::hash<std::string>{}(digest.str()) >> 1)},
+                {"iters", args.iters}, {"warmup", args.warmup}, {"naive chunks", args.naive_chunks},
+                {"traces", !args.trace_dir.empty()}, {"seed given", !args.seed.empty()},
+                {"poll us", args.settings.poll_us}, {"tile rows", args.settings.tile_rows}});
+
+  // Validate everything before measuring anything: a sweep must not fail after an hour.
+  std::vector<OpDesc> descs;
+  std::vector<std::vector<Schedule>> schedules;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const OpDesc d = cases[i].desc(size);
+    const std::string where = "case " + std::to_string(i + 1) + " (" + d.to_string() + ")";
+    if (const Status st = d.validate(); !st.ok()) throw Error(ErrorCode::invalid_argument, where + ": " + st.message());
+    descs.push_back(d);
+    schedules.push_back(schedules_of(cases[i], d, where));
+  }
+
+  // Output files: opened (and so checked) before the first case; every rank learns the outcome.
+  std::ofstream records;
+  int opened = 1;
+  if (rank == 0) {
+    try {
+      if (!args.trace_dir.empty()) std::filesystem::create_directories(args.trace_dir);
+      if (!args.records.empty()) {
+        records.open(args.records, std::ios::app);
+        if (!records) throw Error(ErrorCode::io, "cannot open " + args.records + " for appending");
+      }
+      if (!args.csv.empty() && !std::ofstream(args.csv)) throw Error(ErrorCode::io, "cannot write " + args.csv);
+    } catch (const std::exception& e) {
+      std::cerr << "cofuse bench: error: " << e.what() << std::endl;
+      opened = 0;
+    }
+  }
+  MPI_Bcast(&opened, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!opened) return 1;
+
+  const uint64_t seed = agree_seed(args.seed);
+  const LinkProbe link = probe_link(MPI_COMM_WORLD, args.link);
+  RunContext ctx{args, machine_json(MPI_COMM_WORLD, link), versions_json(),
+                 {{"started", utc_now()}, {"command", args.command_line}, {"seed", seed}, {"iters", args.iters},
+                  {"warmup", args.warmup}, {"naive_chunks", args.naive_chunks}, {"poll_us", args.settings.poll_us},
+                  {"tile_rows", args.settings.tile_rows},
+                  {"timing", "per call: total and gemm of the slowest rank, comm of the rank that waited least; "
+                             "variants interleaved, order rotating every iteration"}}};
+  if (rank == 0 && !args.json) {
+    std::cout << "cofuse bench  " << cases.size() << " case" << (cases.size() == 1 ? "" : "s") << " on " << size
+              << " rank" << (size == 1 ? "" : "s") << ", " << args.iters << " iterations after " << args.warmup
+              << " warm-up, interleaved; seed " << seed << "\n"
+              << "  T: median of the slowest rank; x serial = serial T / T; x naive = naive T / T;\n"
+              << "  eff = max(G, M) / T; DIL = GEMM time of the schedule's pieces alone - G; CIL = GEMM time\n"
+              << "  in the run - pieces alone (contention); work = workspace beside the caller's buffers\n";
+  }
+
+  Progress progress(int(cases.size()), rank != 0 || args.quiet);
+  std::vector<nlohmann::ordered_json> all;
+  bool all_passed = true;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    MeasureSettings settings;
+    settings.iters = args.iters;
+    settings.warmup = args.warmup;
+    settings.naive_chunks = args.naive_chunks;
+    settings.exec = args.settings;
+    if (!args.trace_dir.empty()) settings.trace_prefix = args.trace_dir + "/case" + std::to_string(i + 1);
+    const std::string what = descs[i].to_string();
+    progress.update(int(i), 0, what);
+    const CaseResult r = measure_case(descs[i], schedules[i], seed + i, settings,
+                                      [&](double fraction) { progress.update(int(i), fraction, what); });
+    progress.update(int(i) + 1, 0, what);
+    for (const VariantResult& v : r.variants) all_passed = all_passed && v.check.passed();
+    if (rank != 0) continue;
+    progress.finish();
+    for (const VariantResult& v : r.variants) {
+      all.push_back(record_of(ctx, cases[i], int(i), r, v));
+      if (records.is_open()) records << all.back().dump() << "\n";
+      if (args.json) std::cout << all.back().dump() << "\n";
+    }
+    if (records.is_open()) records.flush();
+    if (!args.json) print_case(std::cout, cases[i], int(i), int(cases.size()), r, link);
+  }
+  progress.finish();
+  if (rank == 0) {
+    if (!args.csv.empty()) {
+      std::ofstream csv(args.csv);
+      write_csv(csv, all);
+    }
+    if (!args.json) {
+      if (!args.records.empty()) std::cout << "\nrecords  " << args.records << " (JSON Lines, appended)\n";
+      if (!args.csv.empty()) std::cout << "csv      " << args.csv << "\n";
+      if (!args.trace_dir.empty()) std::cout << "traces   " << args.trace_dir << "/case<i>-{serial,best}.json\n";
+      if (!all_passed) std::cout << "FAIL: an output differs from the reference (see the error column)\n";
+    }
+  }
+  return all_passed ? 0 : 1;
+}
+
+int bench_command(const BenchArgs& args) {
+  // The sweep is expanded before MPI starts, so a malformed sweep is a usage error on every rank.
+  std::vector<BenchCase> cases;
+  try {
+    cases = cases_of(args);
+  } catch (const Error& e) {
+    std::cerr << "cofuse bench: error: " << e.what() << std::endl;
+    return 2;
+  }
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int exit_code = 0;
+  try {
+    exit_code = bench(args, cases);
+  } catch (const Error& e) {
+    const bool same_everywhere = e.code() == ErrorCode::mismatch || e.code() == ErrorCode::invalid_argument;
+    if (same_everywhere) {
+      if (rank == 0) std::cerr << "cofuse bench: error: " << e.what() << std::endl;
+      MPI_Finalize();
+      return 1;
+    }
+    std::cerr << "cofuse bench: rank " << rank << ": error: " << e.what() << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  } catch (const std::exception& e) {
+    std::cerr << "cofuse bench: rank " << rank << ": error: " << e.what() << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return exit_code;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv) {
+  auto args = std::make_shared<BenchArgs>();
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) args->command_line += ' ';
+    args->command_line += argv[i];
+  }
+  CLI::App* b = app.add_subcommand(
+      "bench",
+      "Measure a sweep of cases under mpirun: GEMM alone, communication alone, the serial baseline, a naive\n"
+      "overlap (non-blocking MPI per piece + BLAS) and cofuse schedules, interleaved; table + records.\n"
+      "Sizes are GLOBAL M, N, K (docs/ops.md). Lists are comma-separated. See docs/benchmarks.md.");
+  b->add_option("--op", args->ops, "Ops: ag_gemm, gemm_rs, gemm_ar (a list)")->capture_default_str();
+  b->add_option("--m", args->m, "Global M values (a list); or a range with -b/-e/-f")->capture_default_str();
+  b->add_option("-b,--m-begin", args->m_begin, "Range of M: first value (nccl-tests style)")->check(CLI::PositiveNumber);
+  b->add_option("-e,--m-end", args->m_end, "Range of M: last value (inclusive)")->check(CLI::PositiveNumber);
+  b->add_option("-f,--m-factor", args->m_factor, "Range of M: multiply by this each step")
+      ->check(CLI::Range(1.0001, 1e6))
+      ->capture_default_str();
+  b->add_option("-i,--m-step", args->m_step, "Range of M: add this each step instead of -f")->check(CLI::PositiveNumber);
+  b->add_option("--n", args->n, "Global N values (a list)")->capture_default_str();
+  b->add_option("--k", args->k, "Global K values (a list)")->capture_default_str();
+  b->add_option("--dtype", args->dtypes, "f32, f64 (a list)")->capture_default_str();
+  b->add_option("--axis", args->axes, "Sharded axes (a list): auto, m, n, k, none; combinations an op cannot take are skipped")
+      ->capture_default_str();
+  b->add_flag("--trans-a", args->trans_a, "A is stored transposed");
+  b->add_flag("--trans-b", args->trans_b, "B is stored transposed");
+  b->add_option("--schedules", args->schedules,
+                "cofuse schedules beside the baselines: presets, all, or a ';'-separated list (docs/schedules.md)")
+      ->capture_default_str();
+  b->add_option("--sweep", args->sweep_file,
+                "A sweep file (JSON, docs/benchmarks.md): its cases replace the size and op options, which "
+                "become defaults for fields a case leaves out")
+      ->check(CLI::ExistingFile);
+  b->add_option("--label", args->label, "Name of the layer, kept in every record");
+  b->add_option("--link", args->link,
+                "What the link between ranks is, kept in every record next to its measured bandwidth "
+                "(default: $COFUSE_LINK, else 'not described')");
+  b->add_option("--iters", args->iters, "Timed iterations of every variant")->check(CLI::PositiveNumber)->capture_default_str();
+  b->add_option("--warmup", args->warmup, "Untimed iterations first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  b->add_option("--naive-chunks", args->naive_chunks, "Pieces of the naive overlap baseline")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  b->add_option("--seed", args->seed, "Seed of the random inputs (case i uses seed + i; default: fresh, recorded)")
+      ->check(seed_validator());
+  b->add_option("--records", args->records, "Append one JSON record per variant and case to this JSON Lines file");
+  b->add_option("--csv", args->csv, "Also write this run's records as CSV");
+  b->add_option("--trace-dir", args->trace_dir, "Write Chrome traces of serial and the best schedule of every case here");
+  b->add_option("--poll-us", args->settings.poll_us, "Progress thread polling interval (see cofuse run --help)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  b->add_option("--tile-rows", args->settings.tile_rows, "Fused schedules: GEMM rows between MPI progress calls")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  b->add_flag("--quiet", args->quiet, "No progress on stderr");
+  b->add_flag("--json", args->json, "Print the records (JSON Lines) on stdout instead of tables");
+  return [args] {
+    if (args->link.empty()) {
+      const char* env = std::getenv("COFUSE_LINK");
+      args->link = env && *env ? env : "not described (pass --link or set COFUSE_LINK)";
+    }
+    return bench_command(*args);
+  };
+}
+
+}  // namespace cofuse::cli

@@ -1,0 +1,174 @@
+// `cofuse report FILE...`: bench records (JSON Lines) as a comparison table: one row per
+// measured case with its baselines and best schedule, or (--all) one row per variant.
+// Needs no MPI.
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "bench_record.hpp"
+#include "cofuse/status.hpp"
+#include "commands.hpp"
+
+namespace cofuse::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct ReportArgs {
+  std::vector<std::string> files;
+  bool all = false;
+  std::string csv;
+};
+
+double number(const json& r, const json::json_pointer& at) {
+  const json* v = &r;
+  try {
+    v = &r.at(at);
+  } catch (const json::exception&) {
+    return std::nan("");
+  }
+  return v->is_number() ? v->get<double>() : std::nan("");
+}
+
+std::string fixed(double value, int digits) {
+  if (std::isnan(value)) return "-";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << value;
+  return o.str();
+}
+
+std::string case_text(const json& r) {
+  const json& c = r.at("case");
+  std::ostringstream o;
+  o << c.at("op").get<std::string>() << " " << c.at("m") << "x" << c.at("n") << "x" << c.at("k") << " "
+    << c.at("dtype").get<std::string>() << " " << c.at("axis").get<std::string>() << (c.at("trans_a").get<bool>() ? " tA" : "")
+    << (c.at("trans_b").get<bool>() ? " tB" : "") << " P=" << c.at("ranks");
+  return o.str();
+}
+
+std::string link_text(const json& r) {
+  const json& link = r.at("machine").at("link");
+  std::string text = link.value("description", "?");
+  if (text.size() > 28) text = text.substr(0, 27) + "~";
+  if (link.value("measured", false)) text += " (" + fixed(link.value("gbit_per_s", 0.0), 2) + " Gb/s)";
+  return text;
+}
+
+// Rows of a table, padded to the widest cell of each column.
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], row[i].size());
+    }
+  for (const auto& row : rows) {
+    std::ostringstream line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      // Text columns left-aligned, numbers right-aligned.
+      const bool text = i < 3;
+      line << (i ? "  " : "") << (text ? std::left : std::right) << std::setw(int(width[i])) << row[i];
+    }
+    std::string s = line.str();
+    s.erase(s.find_last_not_of(' ') + 1);
+    std::cout << s << "\n";
+  }
+}
+
+int report(const ReportArgs& args) {
+  std::vector<json> records;
+  try {
+    for (const std::string& f : args.files)
+      for (json& r : read_records(f)) records.push_back(std::move(r));
+  } catch (const Error& e) {
+    std::cerr << "cofuse report: error: " << e.what() << std::endl;
+    return 1;
+  }
+  if (records.empty()) {
+    std::cerr << "cofuse report: error: no records in " << args.files.size() << " file(s)" << std::endl;
+    return 1;
+  }
+  using P = json::json_pointer;
+  std::vector<std::vector<std::string>> rows;
+  try {
+    if (args.all) {
+      rows.push_back({"case", "link", "variant", "T ms", "x serial", "x naive", "eff", "DIL ms", "CIL ms", "error", "ok"});
+      for (const json& r : records)
+        rows.push_back({case_text(r), link_text(r), r.at("schedule_name").get<std::string>(),
+                        fixed(number(r, P("/times_ms/total/median")), 3), fixed(number(r, P("/metrics/speedup_vs_serial")), 2),
+                        fixed(number(r, P("/metrics/speedup_vs_naive")), 2), fixed(number(r, P("/metrics/overlap_efficiency")), 2),
+                        fixed(number(r, P("/metrics/dil_ms")), 2), fixed(number(r, P("/metrics/cil_ms")), 2),
+                        [&] {
+                          std::ostringstream o;
+                          o << std::scientific << std::setprecision(1) << number(r, P("/error/rel_error"));
+                          return o.str();
+                        }(),
+                        r.at("error").at("passed").get<bool>() ? "yes" : "FAIL"});
+    } else {
+      // One row per measured case (a run's case index), its best cofuse schedule by median time.
+      std::map<std::pair<std::string, int>, std::vector<const json*>> cases;
+      std::vector<std::pair<std::string, int>> order;
+      for (const json& r : records) {
+        const auto key = std::make_pair(r.at("run").at("started").get<std::string>() + r.at("machine").dump(),
+                                        r.at("case").at("index").get<int>());
+        if (!cases.count(key)) order.push_back(key);
+        cases[key].push_back(&r);
+      }
+      rows.push_back({"case", "link", "best schedule", "G ms", "M ms", "serial ms", "naive ms", "best ms", "x serial",
+                      "x naive", "eff", "all ok"});
+      for (const auto& key : order) {
+        const json* best = nullptr;
+        bool ok = true;
+        for (const json* r : cases[key]) {
+          ok = ok && r->at("error").at("passed").get<bool>();
+          if (r->at("variant") == "cofuse" &&
+              (!best || number(*r, P("/times_ms/total/median")) < number(*best, P("/times_ms/total/median"))))
+            best = r;
+        }
+        const json& any = *cases[key].front();
+        const json& shown = best ? *best : any;
+        rows.push_back({case_text(any), link_text(any), best ? best->at("schedule_name").get<std::string>() : "(none)",
+                        fixed(number(any, P("/baselines_ms/gemm_alone/median")), 3),
+                        fixed(number(any, P("/baselines_ms/comm_alone/median")), 3),
+                        fixed(number(any, P("/baselines_ms/serial/median")), 3),
+                        fixed(number(any, P("/baselines_ms/naive/median")), 3),
+                        best ? fixed(number(shown, P("/times_ms/total/median")), 3) : "-",
+                        best ? fixed(number(shown, P("/metrics/speedup_vs_serial")), 2) : "-",
+                        best ? fixed(number(shown, P("/metrics/speedup_vs_naive")), 2) : "-",
+                        best ? fixed(number(shown, P("/metrics/overlap_efficiency")), 2) : "-", ok ? "yes" : "FAIL"});
+      }
+    }
+  } catch (const json::exception& e) {
+    std::cerr << "cofuse report: error: a record lacks a field the report needs (" << e.what() << ")" << std::endl;
+    return 1;
+  }
+  print_table(rows);
+  std::cout << "(" << records.size() << " records; T = median time of the slowest rank; x serial / x naive = "
+            << "baseline T / T; eff = max(G, M) / T)\n";
+  if (!args.csv.empty()) {
+    std::ofstream out(args.csv);
+    write_csv(out, records);
+    if (!out) {
+      std::cerr << "cofuse report: error: cannot write " << args.csv << std::endl;
+      return 1;
+    }
+    std::cout << "csv " << args.csv << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_report_command(CLI::App& app) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* r = app.add_subcommand("report", "Turn `cofuse bench` records (JSON Lines files) into a comparison table");
+  r->add_option("files", args->files, "Record files written by cofuse bench --records")->required();
+  r->add_flag("--all", args->all, "One row per variant instead of one per case");
+  r->add_option("--csv", args->csv, "Also write the records as CSV to this file");
+  return [args] { return report(*args); };
+}
+
+}  // namespace cofuse::cli
