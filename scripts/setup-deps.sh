@@ -12,6 +12,7 @@ packages=(
   libcli11-dev                                        # command-line parsing
   libgtest-dev libgmock-dev                           # tests
   python3-numpy                                       # independent check of --save files
+  python3-matplotlib                                  # pictures of traces and sweeps (bench/plot.py)
   iproute2                                            # shaped-link testbed (ip netns, tc)
 )
 

@@ -103,6 +103,12 @@ class Operation {
   /// Throws cofuse::Error (invalid_argument for buffers this rank cannot use).
   RunStats execute_compute_only(const OpBuffers& buffers);
 
+  /// Measurement aid, collective like execute(): runs the plan with every GEMM skipped, so
+  /// only its communication (and the additions of received partial sums) remains; outputs are
+  /// meaningless. total_s is what this schedule's own communication costs with nothing to hide
+  /// behind: the M against which its overlap is judged (docs/benchmarks.md).
+  RunStats execute_comm_only(const OpBuffers& buffers);
+
   const OpDesc& desc() const { return desc_; }
   const Schedule& schedule() const;
   /// This rank's plan (print it with plan().dump()).
@@ -112,6 +118,8 @@ class Operation {
 
  private:
   OpDesc desc_;
+  RunStats execute_with(const OpBuffers& buffers, bool comm_only);
+
   detail::CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
   std::unique_ptr<detail::CpuExecutor> executor_;
 };

@@ -299,6 +299,10 @@ void CpuExecutor::wait_any_inflight() {
 
 void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
+  if (skip_gemm_ && t.kind == TaskKind::gemm) {
+    mark_done(index);  // its times stay zero: no GEMM ran
+    return;
+  }
   const DType dtype = plan_.desc.dtype;
   times_[index].start = now();
   if (t.kind == TaskKind::reduce) {
@@ -405,6 +409,18 @@ RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
   bind(buffers, work);
   for (int index : compute_order_) run_compute_task(index, tiled_, false);
   return phase_times(start);
+}
+
+RunStats CpuExecutor::run_comm_only(const OpBuffers& buffers, void* work) {
+  skip_gemm_ = true;
+  try {
+    RunStats stats = run(buffers, work);
+    skip_gemm_ = false;
+    return stats;
+  } catch (...) {
+    skip_gemm_ = false;
+    throw;
+  }
 }
 
 RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {

@@ -48,6 +48,11 @@ class CpuExecutor {
   /// meaningless. Its GEMM time is what the plan's pieces cost without contention.
   RunStats run_compute_only(const OpBuffers& buffers, void* work);
 
+  /// Measurement aid, collective like run(): runs the plan with every GEMM task skipped (done at
+  /// once), so only communication (and the reductions of received data) remains. Its total
+  /// is what the plan's own communication costs with nothing to hide behind.
+  RunStats run_comm_only(const OpBuffers& buffers, void* work);
+
   const Plan& plan() const { return plan_; }
   /// Start and end of every task of the last run (steady-clock seconds), indexed like plan().tasks.
   const std::vector<TaskTime>& times() const { return times_; }
@@ -75,6 +80,7 @@ class CpuExecutor {
   bool threaded_ = false;
   bool tiled_ = false;
   bool blocking_collectives_ = false;  // overlap=none: nothing to overlap, use blocking collectives
+  bool skip_gemm_ = false;             // run_comm_only: GEMM tasks complete without computing
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order
   std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
   std::vector<MPI_Request> requests_; // one per comm task

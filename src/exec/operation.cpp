@@ -114,7 +114,11 @@ const Schedule& Operation::schedule() const { return executor_->plan().schedule;
 const Plan& Operation::plan() const { return executor_->plan(); }
 const std::vector<TaskTime>& Operation::task_times() const { return executor_->times(); }
 
-RunStats Operation::execute(const OpBuffers& buffers) {
+RunStats Operation::execute(const OpBuffers& buffers) { return execute_with(buffers, false); }
+
+RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return execute_with(buffers, true); }
+
+RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only) {
   const auto start = std::chrono::steady_clock::now();
   // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
   // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
@@ -137,7 +141,7 @@ RunStats Operation::execute(const OpBuffers& buffers) {
     if (!problem.empty()) throw Error(ErrorCode::invalid_argument, where + problem + " on rank " + std::to_string(state_->rank));
     throw Error(ErrorCode::invalid_argument, where + "rank " + std::to_string(bad_rank) + " passed unusable buffers");
   }
-  RunStats stats = executor_->run(buffers, work);
+  RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
   stats.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

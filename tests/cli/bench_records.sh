@@ -18,4 +18,12 @@ for t in "$dir"/traces/case*-serial.json; do
   /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["traceEvents"], "empty trace"' "$t" \
     || { echo "FAIL: $t is not a trace"; exit 1; }
 done
+# The pictures (bench/plot.py) from the same records and traces.
+src=$(cd "$here/../.." && pwd)
+/usr/bin/python3 "$src/bench/plot.py" sweep "$dir/r.jsonl" --out "$dir/plots" || { echo "FAIL: plot.py sweep"; exit 1; }
+trace=$(ls "$dir"/traces/case*-best.json "$dir"/traces/case*-serial.json 2>/dev/null | head -1)
+/usr/bin/python3 "$src/bench/plot.py" trace "$trace" "$dir/plots/timeline.png" || { echo "FAIL: plot.py trace"; exit 1; }
+for png in speedup_vs_m efficiency_heatmap timeline; do
+  [ "$(head -c 4 "$dir/plots/$png.png" | od -An -c | tr -d ' ')" = "211PNG" ] || { echo "FAIL: $png.png is not a PNG"; exit 1; }
+done
 echo "bench OK"

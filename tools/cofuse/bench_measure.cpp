@@ -115,9 +115,10 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   result.gemm_alone = summarize(timed[0].total);
   result.comm_alone = summarize(timed[1].total);
 
-  // DIL: each schedule's GEMM pieces with nothing beside them, interleaved with G again.
+  // DIL: each schedule's GEMM pieces with nothing beside them, interleaved with G again; and
+  // each schedule's own communication with no GEMM at all.
   const int reps = std::max(3, settings.iters / 3);
-  std::vector<std::vector<double>> pieces(ops.size());
+  std::vector<std::vector<double>> pieces(ops.size()), comm_only(ops.size());
   std::vector<double> whole;
   for (int i = 0; i < reps; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -126,6 +127,9 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
       MPI_Barrier(MPI_COMM_WORLD);
       const RunStats s = ops[k]->execute_compute_only(buffers);
       pieces[k].push_back(across_ranks({s.total_s, s.gemm_s, 0}).gemm);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const RunStats c = ops[k]->execute_comm_only(buffers);
+      comm_only[k].push_back(across_ranks({c.total_s, 0, c.comm_s}).total);
     }
   }
   result.gemm_alone_dil_s = summarize(whole).median;
@@ -158,6 +162,7 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   for (std::size_t k = 0; k < ops.size(); ++k) {
     VariantResult v = variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[4 + k]);
     v.chunks_alone_s = summarize(pieces[k]).median;
+    v.comm_alone_s = summarize(comm_only[k]).median;
     v.workspace_bytes = reserved_bytes(*ops[k]);
     v.check = checked(timed[4 + k].run);
     result.variants.push_back(std::move(v));

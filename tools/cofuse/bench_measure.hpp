@@ -1,6 +1,7 @@
 // Measuring one case of `cofuse bench`: the baselines and every requested schedule, timed
 // interleaved (the order rotates each iteration, so drift hits all alike), each time the
-// slowest rank's; then the chunks' GEMM time alone (DIL); then every output checked against the
+// slowest rank's; then each schedule's GEMM pieces alone (DIL) and its communication alone;
+// then every output checked against the
 // independent reference. Collective over MPI_COMM_WORLD.
 #pragma once
 
@@ -33,6 +34,7 @@ struct VariantResult {
   Summary total, gemm;   // slowest rank per call
   Summary comm;          // cofuse: time with communication in flight (rank that waited least)
   std::optional<double> chunks_alone_s;  // cofuse: median GEMM time of its pieces, nothing else running
+  std::optional<double> comm_alone_s;    // cofuse: median time of its own communication, no GEMM at all
   int64_t workspace_bytes = 0;
   CheckResult check;
   std::string trace_file;  // written trace, or ""

@@ -136,6 +136,13 @@ nlohmann::ordered_json record_of(const RunContext& ctx, const BenchCase& c, int 
     metrics["dil_ms"] = nullptr;
     metrics["cil_ms"] = nullptr;
   }
+  if (v.comm_alone_s) {
+    metrics["own_comm_alone_ms"] = *v.comm_alone_s * 1e3;
+    metrics["own_overlap_efficiency"] = std::max(G, *v.comm_alone_s) / T;
+  } else {
+    metrics["own_comm_alone_ms"] = nullptr;
+    metrics["own_overlap_efficiency"] = nullptr;
+  }
   return {
       {"schema", kRecordSchema},
       {"run", ctx.run},
@@ -185,8 +192,8 @@ void print_case(std::ostream& o, const BenchCase& c, int index, int count, const
   for (const VariantResult& v : r.variants) width = std::max(width, v.name.size());
   o << "  " << std::left << std::setw(int(width)) << "variant" << std::right << std::setw(9) << "T ms" << std::setw(9)
     << "min" << std::setw(9) << "max" << std::setw(10) << "x serial" << std::setw(9) << "x naive" << std::setw(7)
-    << "eff" << std::setw(8) << "DIL ms" << std::setw(8) << "CIL ms" << std::setw(9) << "work MB" << std::setw(10)
-    << "error" << "\n";
+    << "eff" << std::setw(8) << "DIL ms" << std::setw(8) << "CIL ms" << std::setw(9) << "Mown ms" << std::setw(8)
+    << "effown" << std::setw(9) << "work MB" << std::setw(10) << "error" << "\n";
   for (const VariantResult& v : r.variants) {
     const double T = v.total.median;
     o << "  " << std::left << std::setw(int(width)) << v.name << std::right << std::setw(9) << fixed(T * 1e3, 3)
@@ -198,6 +205,10 @@ void print_case(std::ostream& o, const BenchCase& c, int index, int count, const
         << fixed((v.gemm.median - *v.chunks_alone_s) * 1e3, 2);
     else
       o << std::setw(8) << "-" << std::setw(8) << "-";
+    if (v.comm_alone_s)
+      o << std::setw(9) << fixed(*v.comm_alone_s * 1e3, 2) << std::setw(8) << fixed(std::max(G, *v.comm_alone_s) / T, 2);
+    else
+      o << std::setw(9) << "-" << std::setw(8) << "-";
     std::ostringstream err;
     err << std::scientific << std::setprecision(1) << v.check.rel_error;
     o << std::setw(9) << fixed(double(v.workspace_bytes) / 1e6, 2) << std::setw(10) << err.str()
@@ -270,7 +281,8 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
               << " warm-up, interleaved; seed " << seed << "\n"
               << "  T: median of the slowest rank; x serial = serial T / T; x naive = naive T / T;\n"
               << "  eff = max(G, M) / T; DIL = GEMM time of the schedule's pieces alone - G; CIL = GEMM time\n"
-              << "  in the run - pieces alone (contention); work = workspace beside the caller's buffers\n";
+              << "  in the run - pieces alone (contention); Mown = the schedule's own communication alone (no\n"
+              << "  GEMM); effown = max(G, Mown) / T; work = workspace beside the caller's buffers\n";
   }
 
   Progress progress(int(cases.size()), rank != 0 || args.quiet);
