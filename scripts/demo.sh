@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The demo the main job runs (after setup and build): seed 000's layer and a larger layer on 2
 # local ranks, serial vs naive overlap vs the best cofuse schedules, first over shared memory,
-# then over a shaped TCP link (bench/netlab, needs root; skipped with a note otherwise).
+# then over TCP with a full-duplex shaped link per rank (bench/netlab, needs root; skipped
+# with a note otherwise).
 # Writes to ${COFUSE_DEMO_OUT:-out/demo}: records.jsonl + records.csv, traces/, and pictures
 # (speedup_vs_m.png, efficiency_heatmap.png, timeline-*.png); prints the comparison table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 out=${COFUSE_DEMO_OUT:-out/demo}
-rate=${COFUSE_DEMO_RATE:-4gbit}
+rate=${COFUSE_DEMO_RATE:-2gbit}
 cofuse=build/tools/cofuse
 rm -rf "$out"
 mkdir -p "$out"
@@ -19,7 +20,7 @@ echo "== 1/2: shared memory (Open MPI's vader transport), 2 ranks"
 mpirun -np 2 "$cofuse" "${bench[@]}" --link "shared memory (Open MPI vader), one host" --trace-dir "$out/traces-shm"
 
 echo
-echo "== 2/2: TCP over a loopback shaped to $rate (bench/netlab), 2 ranks"
+echo "== 2/2: TCP, a full-duplex link of $rate per rank to a switch (bench/netlab), 2 ranks"
 status=0
 bench/netlab --rate "$rate" -- "$cofuse" "${bench[@]}" --trace-dir "$out/traces-link" || status=$?
 if [ $status -eq 77 ]; then

@@ -22,7 +22,7 @@ REQUIRED = [
     "variant", "schedule", "schedule_name",
     "times_ms.total.median", "times_ms.total.min", "times_ms.total.max", "times_ms.gemm.median",
     "baselines_ms.gemm_alone.median", "baselines_ms.comm_alone.median", "baselines_ms.serial.median",
-    "baselines_ms.naive.median",
+    "baselines_ms.naive.median", "baselines_ms.comm_alone_cpu",
     "metrics.speedup_vs_serial", "metrics.speedup_vs_naive", "metrics.overlap_efficiency", "metrics.ideal_ms",
     "metrics.serial_sum_ms", "metrics.dil_ms", "metrics.cil_ms", "metrics.exposed_ms",
     "comm.collective", "comm.bytes", "comm.algbw_GBps", "comm.busbw_GBps", "comm.busbw_factor",
@@ -94,8 +94,8 @@ def main():
         for name, want in checks:
             if not close(m[name], want, 1e-6):
                 problems.append(f"{where}: metrics.{name} = {m[name]}, but the times give {want}")
-        if r["variant"] == "cofuse" and (m["dil_ms"] is None or m["cil_ms"] is None):
-            problems.append(f"{where}: a cofuse schedule without DIL/CIL")
+        if r["variant"] == "cofuse" and any(m.get(k) is None for k in ("dil_ms", "cil_ms", "own_comm_alone_ms", "own_overlap_efficiency", "own_comm_cpu_ms")):
+            problems.append(f"{where}: a cofuse schedule without DIL, CIL or its own communication time")
         c = r["comm"]
         elem = 4 if r["case"]["dtype"] == "f32" else 8
         rows_cols = (r["case"]["m"] * r["case"]["k"]) if r["case"]["op"] == "ag_gemm" else (r["case"]["m"] * r["case"]["n"])

@@ -1,28 +1,50 @@
 #!/usr/bin/env bash
-# bench/netlab end to end: the link is measured and printed, an overlapped schedule passes the
-# reference check over TCP inside the namespace, and the namespace is gone afterwards, also
-# when the job inside fails. Exit 77 (skipped) where namespaces cannot be made.
+# bench/netlab end to end, both topologies: the link is measured and printed, an overlapped
+# schedule passes the reference check over TCP (3 ranks, each in its own namespace on a switch;
+# then 2 ranks on a shared loopback with a netem delay), and every namespace and veth is gone
+# afterwards, also when the job inside fails. Exit 77 (skipped) where namespaces cannot be made.
 # Usage: netlab_smoke.sh SOURCE_DIR BUILD_DIR
 set -u
 src=$1 build=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 before=$(ip netns list 2>/dev/null | grep -c cofuse-netlab || true)
+fail=0
 
-"$src/bench/netlab" --rate 1gbit --np 2 --build "$build" -- "$build/tools/cofuse" run --op gemm_rs --m 64 --n 32 \
-  --k 16 --schedule hetero-unfused-1d --check --iters 2 >"$out" 2>&1
+"$src/bench/netlab" --rate 1gbit --np 3 --build "$build" -- "$build/tools/cofuse" run --op gemm_rs --m 96 --n 32 \
+  --k 48 --schedule hetero-unfused-1d --check --iters 2 >"$out" 2>&1
 status=$?
 cat "$out"
 [ $status -eq 77 ] && exit 77
-fail=0
-[ $status -eq 0 ] || { echo "FAIL: netlab exited $status"; fail=1; }
+[ $status -eq 0 ] || { echo "FAIL: netlab (switch) exited $status"; fail=1; }
+grep -q "^netlab: TCP, one full-duplex link of 1gbit per rank" "$out" || { echo "FAIL: no link description"; fail=1; }
 grep -Eq "^netlab: link: [0-9.]+ Gbit/s one way" "$out" || { echo "FAIL: no measured link"; fail=1; }
-grep -q ": PASS" "$out" || { echo "FAIL: the run did not pass its check"; fail=1; }
+grep -q ": PASS" "$out" || { echo "FAIL: the run did not pass its check (switch)"; fail=1; }
+
+"$src/bench/netlab" --topology shared --rate 1gbit --np 2 --build "$build" -- "$build/tools/cofuse" run \
+  --op ag_gemm --m 64 --n 32 --k 16 --schedule hetero-fused-1d --check --iters 2 >"$out" 2>&1
+status=$?
+cat "$out"
+[ $status -eq 0 ] || { echo "FAIL: netlab (shared) exited $status"; fail=1; }
+grep -q "^netlab: TCP over a shaped loopback (netns, tbf 1gbit)" "$out" || { echo "FAIL: no link description"; fail=1; }
+grep -q ": PASS" "$out" || { echo "FAIL: the run did not pass its check (shared)"; fail=1; }
+
+# A fixed delay (netem): it works, or the kernel lacks netem and netlab says so (exit 3).
+"$src/bench/netlab" --rate 1gbit --delay-us 100 --np 2 --build "$build" -- "$build/tools/cofuse" run --m 8 --n 8 --k 8 \
+  --iters 1 >"$out" 2>&1
+status=$?
+cat "$out"
+if [ $status -eq 3 ]; then
+  grep -q "needs the kernel's netem qdisc" "$out" || { echo "FAIL: exit 3 without the netem message"; fail=1; }
+elif [ $status -ne 0 ] || ! grep -q "+ 100 us delay" "$out"; then
+  echo "FAIL: netlab --delay-us exited $status"; fail=1
+fi
 
 # A failing job: netlab must return its status and still delete the namespace.
 "$src/bench/netlab" --rate 1gbit --np 2 --build "$build" -- "$build/tools/cofuse" run --m 8 --n 8 --k 7 >/dev/null 2>&1
 [ $? -ne 0 ] || { echo "FAIL: a failing job must make netlab fail"; fail=1; }
 after=$(ip netns list 2>/dev/null | grep -c cofuse-netlab || true)
 [ "$after" -eq "$before" ] || { echo "FAIL: netlab left a namespace behind"; ip netns list; fail=1; }
+if ip link 2>/dev/null | grep -q " cnlh"; then echo "FAIL: netlab left a veth behind"; ip link; fail=1; fi
 [ $fail -eq 0 ] && echo "netlab OK"
 exit $fail

@@ -1,6 +1,7 @@
 #include "bench_measure.hpp"
 
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <iostream>
@@ -14,6 +15,19 @@
 namespace cofuse::cli {
 
 namespace {
+
+// CPU time of the whole process (every thread, user + system), seconds.
+double process_cpu_now() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+double slowest_rank(double value) {
+  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return value;
+}
 
 struct Timed {
   std::function<Sample()> run;
@@ -118,21 +132,28 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   // DIL: each schedule's GEMM pieces with nothing beside them, interleaved with G again; and
   // each schedule's own communication with no GEMM at all.
   const int reps = std::max(3, settings.iters / 3);
-  std::vector<std::vector<double>> pieces(ops.size()), comm_only(ops.size());
-  std::vector<double> whole;
+  std::vector<std::vector<double>> pieces(ops.size()), comm_only(ops.size()), comm_cpu(ops.size());
+  std::vector<double> whole, whole_comm_cpu;
   for (int i = 0; i < reps; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
     whole.push_back(across_ranks(gemm_alone.run(buffers)).gemm);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double cpu = process_cpu_now();
+    comm_alone.run(buffers);
+    whole_comm_cpu.push_back(slowest_rank(process_cpu_now() - cpu));
     for (std::size_t k = 0; k < ops.size(); ++k) {
       MPI_Barrier(MPI_COMM_WORLD);
       const RunStats s = ops[k]->execute_compute_only(buffers);
       pieces[k].push_back(across_ranks({s.total_s, s.gemm_s, 0}).gemm);
       MPI_Barrier(MPI_COMM_WORLD);
+      cpu = process_cpu_now();
       const RunStats c = ops[k]->execute_comm_only(buffers);
+      comm_cpu[k].push_back(slowest_rank(process_cpu_now() - cpu));
       comm_only[k].push_back(across_ranks({c.total_s, 0, c.comm_s}).total);
     }
   }
   result.gemm_alone_dil_s = summarize(whole).median;
+  result.comm_alone_cpu_s = summarize(whole_comm_cpu).median;
   progress((settings.iters + 1) / steps);
 
   // Every output against the reference; each check follows a fresh call of its variant, which
@@ -163,6 +184,7 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
     VariantResult v = variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[4 + k]);
     v.chunks_alone_s = summarize(pieces[k]).median;
     v.comm_alone_s = summarize(comm_only[k]).median;
+    v.comm_alone_cpu_s = summarize(comm_cpu[k]).median;
     v.workspace_bytes = reserved_bytes(*ops[k]);
     v.check = checked(timed[4 + k].run);
     result.variants.push_back(std::move(v));

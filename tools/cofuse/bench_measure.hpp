@@ -35,6 +35,8 @@ struct VariantResult {
   Summary comm;          // cofuse: time with communication in flight (rank that waited least)
   std::optional<double> chunks_alone_s;  // cofuse: median GEMM time of its pieces, nothing else running
   std::optional<double> comm_alone_s;    // cofuse: median time of its own communication, no GEMM at all
+  std::optional<double> comm_alone_cpu_s;  // cofuse: CPU time (user + system, all threads) the
+                                           // rank spends on that communication, slowest rank
   int64_t workspace_bytes = 0;
   CheckResult check;
   std::string trace_file;  // written trace, or ""
@@ -45,6 +47,8 @@ struct CaseResult {
   uint64_t seed = 0;
   Summary gemm_alone, comm_alone;  // G and M, interleaved with everything else
   double gemm_alone_dil_s = 0;     // G again, median of the runs interleaved with the pieces-alone runs
+  double comm_alone_cpu_s = 0;     // CPU time a rank spends in M (user + system), slowest rank:
+                                   // what communication takes from the cores the GEMM needs
   std::vector<VariantResult> variants;  // serial, naive, then the schedules in order
   const VariantResult& serial() const { return variants.at(0); }
   const VariantResult& naive() const { return variants.at(1); }

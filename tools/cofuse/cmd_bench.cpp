@@ -139,9 +139,11 @@ nlohmann::ordered_json record_of(const RunContext& ctx, const BenchCase& c, int 
   if (v.comm_alone_s) {
     metrics["own_comm_alone_ms"] = *v.comm_alone_s * 1e3;
     metrics["own_overlap_efficiency"] = std::max(G, *v.comm_alone_s) / T;
+    metrics["own_comm_cpu_ms"] = *v.comm_alone_cpu_s * 1e3;
   } else {
     metrics["own_comm_alone_ms"] = nullptr;
     metrics["own_overlap_efficiency"] = nullptr;
+    metrics["own_comm_cpu_ms"] = nullptr;
   }
   return {
       {"schema", kRecordSchema},
@@ -156,6 +158,7 @@ nlohmann::ordered_json record_of(const RunContext& ctx, const BenchCase& c, int 
       {"times_ms", {{"total", summary_ms(v.total)}, {"gemm", summary_ms(v.gemm)},
                     {"comm", v.kind == "cofuse" || v.kind == "serial" ? summary_ms(v.comm) : nlohmann::ordered_json(nullptr)}}},
       {"baselines_ms", {{"gemm_alone", summary_ms(r.gemm_alone)}, {"comm_alone", summary_ms(r.comm_alone)},
+                        {"comm_alone_cpu", r.comm_alone_cpu_s * 1e3},
                         {"serial", summary_ms(r.serial().total)}, {"naive", summary_ms(r.naive().total)}}},
       {"metrics", metrics},
       {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_GBps", algbw},
@@ -185,7 +188,8 @@ void print_case(std::ostream& o, const BenchCase& c, int index, int count, const
   o << "\n  G  GEMM alone " << fixed(G * 1e3, 3) << " ms (" << fixed(d.flops() / d.ranks / G * 1e-9, 1)
     << " GFLOP/s per rank)\n  M  " << cs.collective << " alone " << fixed(M * 1e3, 3) << " ms: "
     << fixed(cs.bytes / 1e6, 2) << " MB, algbw " << fixed(algbw, 3) << " GB/s, busbw " << fixed(algbw * cs.busbw_factor, 3)
-    << " GB/s (busbw = algbw * " << cs.factor_text << ")\n  link " << link.description;
+    << " GB/s (busbw = algbw * " << cs.factor_text << ");\n     it costs a rank " << fixed(r.comm_alone_cpu_s * 1e3, 2)
+    << " ms of CPU (user + system; a blocking MPI collective spins while it waits, so this bounds the cost from above)\n  link " << link.description;
   if (link.measured) o << ", measured " << fixed(link.gbit_per_s, 2) << " Gbit/s, " << fixed(link.latency_us, 1) << " us";
   o << "\n";
   std::size_t width = 8;
