@@ -1,0 +1,103 @@
+// A MachineProfile: what the simulator needs to know about a machine to predict how long any
+// plan takes on it. Plain data, read from and written to JSON (schema: docs/simulator.md).
+// Every number carries a source: measured here (with the command), or a datasheet (named), so
+// a prediction can be traced back to where its inputs came from.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/status.hpp"
+
+namespace cofuse {
+
+/// A measured GEMM rate: C[m,n] = A[m,k] B[k,n] on one rank of the machine.
+struct GemmPoint {
+  int64_t m = 0, n = 0, k = 0;
+  double gflops = 0;
+};
+
+/// How fast one rank multiplies.
+struct ComputeModel {
+  double peak_gflops_f32 = 0;  // per rank, dense GEMM peak
+  double peak_gflops_f64 = 0;
+  /// Measured f32 rates. When not empty, a GEMM's rate is taken from the nearest measured
+  /// shape (distance in log m, log n, log k), scaled by peak_f64 / peak_f32 for f64.
+  std::vector<GemmPoint> measured;
+  /// Otherwise a roofline with tile and wave quantisation: the GEMM is cut into
+  /// ceil(m/tile_m)·ceil(n/tile_n) tiles run `units` at a time, each at peak·efficiency / units,
+  /// or slower when memory_GBps cannot feed it.
+  int64_t tile_m = 1, tile_n = 1;
+  int64_t units = 1;
+  double efficiency = 1.0;     // fraction of peak a large GEMM reaches
+  double memory_GBps = 0;      // memory bandwidth: the roofline, and reductions / copies
+  double launch_s = 0;         // fixed cost of every GEMM task (kernel launch, BLAS call)
+};
+
+/// One library collective's speed: time = alpha_s + bytes · factor / (busbw_GBps · 1e9), where
+/// bytes is the whole gathered or reduced matrix and factor the nccl-tests bus factor
+/// ((P-1)/P for all-gather and reduce-scatter, 2(P-1)/P for all-reduce).
+struct CollectiveModel {
+  double alpha_s = 0;
+  double busbw_GBps = 0;
+};
+
+/// How ranks are connected.
+struct NetworkModel {
+  /// "switch": every rank has a full-duplex link of bandwidth_GBps to a non-blocking switch
+  ///   (NVSwitch, a shaped veth per rank); "shared": all traffic shares one medium of
+  ///   bandwidth_GBps (a shaped loopback); "two_level": ranks_per_node ranks per node on a
+  ///   switch of bandwidth_GBps, nodes joined by links of inter_bandwidth_GBps per rank.
+  std::string topology = "switch";
+  double alpha_s = 0;          // point-to-point latency (one way)
+  double bandwidth_GBps = 0;   // point-to-point bandwidth, one direction, per rank (GB/s, 1e9)
+  int64_t ranks_per_node = 0;  // two_level only
+  double inter_alpha_s = 0;
+  double inter_bandwidth_GBps = 0;
+  int64_t copy_engines = 0;    // DMA engines per device that can move data without the cores
+  CollectiveModel allgather, reduce_scatter, allreduce;  // the library's collectives
+};
+
+/// How engines slow each other down while they run at the same time (1 = not at all).
+struct ContentionModel {
+  double gemm_rate_while_comm = 1.0;  // GEMM speed while this rank moves data
+  double comm_rate_while_gemm = 1.0;  // data speed while this rank multiplies
+};
+
+struct MachineProfile {
+  std::string name;         // e.g. "8xH100-SXM"
+  std::string description;  // one line for people
+  bool validated = false;   // true only when its numbers were measured on the machine itself
+  ComputeModel compute;
+  NetworkModel network;
+  ContentionModel contention;
+  double task_overhead_s = 0;  // fixed cost of every non-GEMM task (a post, a reduction call)
+  /// Where each number came from: key = field path (e.g. "network.bandwidth_GBps"), value =
+  /// "measured: cofuse profile ... on <host>, <date>" or "datasheet: <document>".
+  std::map<std::string, std::string> sources;
+
+  /// Problems that make it unusable (missing or non-positive rates, an unknown topology).
+  Status validate() const;
+};
+
+/// Parses a profile from JSON text; `origin` names it in error messages (a file name).
+/// Throws Error(invalid_argument) naming the field for anything malformed or missing.
+MachineProfile parse_profile(const std::string& json_text, const std::string& origin);
+
+/// The JSON form (the schema parse_profile reads), pretty-printed.
+std::string to_json(const MachineProfile& profile);
+
+/// A shipped profile by name (profiles/<name>.json under the install's data directory or the
+/// source tree), or a file path. Throws Error(io) when neither exists, naming both places tried.
+MachineProfile load_profile(const std::string& name_or_path);
+
+/// The names of the shipped profiles.
+std::vector<std::string> builtin_profiles();
+
+/// Seconds one GEMM of this shape takes on one rank alone (no contention), launch included.
+double gemm_seconds(const MachineProfile& profile, DType dtype, int64_t m, int64_t n, int64_t k);
+
+}  // namespace cofuse

@@ -1,0 +1,289 @@
+#include "cofuse/profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace cofuse {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+[[noreturn]] void bad(const std::string& origin, const std::string& message) {
+  throw Error(ErrorCode::invalid_argument, "profile " + origin + ": " + message);
+}
+
+// Reads an object's fields by name, so a misspelt or unknown key is an error, not a silent default.
+class Fields {
+ public:
+  Fields(const json& object, std::string origin, std::string path) : object_(object), origin_(std::move(origin)), path_(std::move(path)) {
+    if (!object_.is_object()) bad(origin_, where("") + " must be an object");
+  }
+  // Call after reading every field: anything left is a key this schema does not have.
+  void done() const {
+    for (const auto& [key, v] : object_.items())
+      if (std::find(read_.begin(), read_.end(), key) == read_.end()) bad(origin_, "unknown key '" + where(key) + "'");
+  }
+  double number(const std::string& key, double& out, bool required = false) {
+    read_.push_back(key);
+    if (!object_.contains(key)) {
+      if (required) bad(origin_, "missing " + where(key));
+      return out;
+    }
+    if (!object_[key].is_number()) bad(origin_, where(key) + " must be a number, not " + object_[key].dump());
+    return out = object_[key].get<double>();
+  }
+  int64_t integer(const std::string& key, int64_t& out) {
+    read_.push_back(key);
+    if (!object_.contains(key)) return out;
+    if (!object_[key].is_number_integer()) bad(origin_, where(key) + " must be an integer, not " + object_[key].dump());
+    return out = object_[key].get<int64_t>();
+  }
+  void text(const std::string& key, std::string& out, bool required = false) {
+    read_.push_back(key);
+    if (!object_.contains(key)) {
+      if (required) bad(origin_, "missing " + where(key));
+      return;
+    }
+    if (!object_[key].is_string()) bad(origin_, where(key) + " must be a string, not " + object_[key].dump());
+    out = object_[key].get<std::string>();
+  }
+  void boolean(const std::string& key, bool& out) {
+    read_.push_back(key);
+    if (!object_.contains(key)) return;
+    if (!object_[key].is_boolean()) bad(origin_, where(key) + " must be true or false");
+    out = object_[key].get<bool>();
+  }
+  const json* child(const std::string& key) {
+    read_.push_back(key);
+    return object_.contains(key) ? &object_[key] : nullptr;
+  }
+  std::string where(const std::string& key) const { return path_.empty() ? key : key.empty() ? path_ : path_ + "." + key; }
+
+ private:
+  const json& object_;
+  std::string origin_, path_;
+  std::vector<std::string> read_;
+};
+
+void read_collective(const json* j, const std::string& origin, const std::string& path, CollectiveModel& c) {
+  if (!j) return;
+  Fields f(*j, origin, path);
+  f.number("alpha_s", c.alpha_s);
+  f.number("busbw_GBps", c.busbw_GBps);
+  f.done();
+}
+
+json collective_json(const CollectiveModel& c) { return {{"alpha_s", c.alpha_s}, {"busbw_GBps", c.busbw_GBps}}; }
+
+std::filesystem::path source_profiles() { return COFUSE_SOURCE_PROFILES_DIR; }
+std::filesystem::path installed_profiles() { return COFUSE_INSTALL_PROFILES_DIR; }
+
+}  // namespace
+
+Status MachineProfile::validate() const {
+  auto fail = [&](const std::string& m) { return Status(ErrorCode::invalid_argument, "profile " + name + ": " + m); };
+  if (compute.peak_gflops_f32 <= 0) return fail("compute.peak_gflops_f32 must be > 0");
+  if (compute.peak_gflops_f64 <= 0) return fail("compute.peak_gflops_f64 must be > 0");
+  if (compute.tile_m < 1 || compute.tile_n < 1 || compute.units < 1) return fail("compute.tile_m, tile_n and units must be >= 1");
+  if (!(compute.efficiency > 0 && compute.efficiency <= 1)) return fail("compute.efficiency must be in (0, 1]");
+  if (compute.memory_GBps <= 0) return fail("compute.memory_GBps must be > 0");
+  for (const GemmPoint& p : compute.measured)
+    if (p.m < 1 || p.n < 1 || p.k < 1 || p.gflops <= 0) return fail("compute.measured: every point needs m, n, k >= 1 and gflops > 0");
+  const NetworkModel& n = network;
+  if (n.topology != "switch" && n.topology != "shared" && n.topology != "two_level")
+    return fail("network.topology '" + n.topology + "' is not switch, shared or two_level");
+  if (n.bandwidth_GBps <= 0) return fail("network.bandwidth_GBps must be > 0");
+  if (n.alpha_s < 0 || n.inter_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
+  if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
+    return fail("two_level needs network.ranks_per_node >= 1 and network.inter_bandwidth_GBps > 0");
+  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
+    if (c->busbw_GBps <= 0 || c->alpha_s < 0) return fail("every collective needs busbw_GBps > 0 and alpha_s >= 0");
+  if (!(contention.gemm_rate_while_comm > 0 && contention.gemm_rate_while_comm <= 1) ||
+      !(contention.comm_rate_while_gemm > 0 && contention.comm_rate_while_gemm <= 1))
+    return fail("contention rates must be in (0, 1]");
+  return Status();
+}
+
+MachineProfile parse_profile(const std::string& text, const std::string& origin) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    bad(origin, std::string("not valid JSON: ") + e.what());
+  }
+  MachineProfile p;
+  {
+    Fields top(doc, origin, "");
+    std::string schema;
+    top.text("schema", schema, true);
+    if (schema != "cofuse.profile/1") bad(origin, "schema '" + schema + "' is not cofuse.profile/1");
+    top.text("name", p.name, true);
+    top.text("description", p.description);
+    top.boolean("validated", p.validated);
+    top.number("task_overhead_s", p.task_overhead_s);
+    if (const json* c = top.child("compute")) {
+      Fields f(*c, origin, "compute");
+      f.number("peak_gflops_f32", p.compute.peak_gflops_f32, true);
+      f.number("peak_gflops_f64", p.compute.peak_gflops_f64, true);
+      f.integer("tile_m", p.compute.tile_m);
+      f.integer("tile_n", p.compute.tile_n);
+      f.integer("units", p.compute.units);
+      f.number("efficiency", p.compute.efficiency);
+      f.number("memory_GBps", p.compute.memory_GBps, true);
+      f.number("launch_s", p.compute.launch_s);
+      if (const json* m = f.child("measured")) {
+        if (!m->is_array()) bad(origin, "compute.measured must be a list of {m, n, k, gflops}");
+        for (std::size_t i = 0; i < m->size(); ++i) {
+          Fields g((*m)[i], origin, "compute.measured[" + std::to_string(i) + "]");
+          GemmPoint pt;
+          g.integer("m", pt.m);
+          g.integer("n", pt.n);
+          g.integer("k", pt.k);
+          g.number("gflops", pt.gflops, true);
+          g.done();
+          p.compute.measured.push_back(pt);
+        }
+      }
+      f.done();
+    } else {
+      bad(origin, "missing compute");
+    }
+    if (const json* n = top.child("network")) {
+      Fields f(*n, origin, "network");
+      f.text("topology", p.network.topology);
+      f.number("alpha_s", p.network.alpha_s);
+      f.number("bandwidth_GBps", p.network.bandwidth_GBps, true);
+      f.integer("ranks_per_node", p.network.ranks_per_node);
+      f.number("inter_alpha_s", p.network.inter_alpha_s);
+      f.number("inter_bandwidth_GBps", p.network.inter_bandwidth_GBps);
+      f.integer("copy_engines", p.network.copy_engines);
+      read_collective(f.child("allgather"), origin, "network.allgather", p.network.allgather);
+      read_collective(f.child("reduce_scatter"), origin, "network.reduce_scatter", p.network.reduce_scatter);
+      read_collective(f.child("allreduce"), origin, "network.allreduce", p.network.allreduce);
+      f.done();
+    } else {
+      bad(origin, "missing network");
+    }
+    if (const json* c = top.child("contention")) {
+      Fields f(*c, origin, "contention");
+      f.number("gemm_rate_while_comm", p.contention.gemm_rate_while_comm);
+      f.number("comm_rate_while_gemm", p.contention.comm_rate_while_gemm);
+      f.done();
+    }
+    if (const json* s = top.child("sources")) {
+      if (!s->is_object()) bad(origin, "sources must be an object of field -> where the number came from");
+      for (const auto& [key, v] : s->items()) {
+        if (!v.is_string()) bad(origin, "sources." + key + " must be a string");
+        p.sources[key] = v.get<std::string>();
+      }
+    }
+    top.done();
+  }
+  if (const Status st = p.validate(); !st.ok()) bad(origin, st.message());
+  return p;
+}
+
+std::string to_json(const MachineProfile& p) {
+  json measured = json::array();
+  for (const GemmPoint& g : p.compute.measured) measured.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
+  json sources = json::object();
+  for (const auto& [k, v] : p.sources) sources[k] = v;
+  const json doc = {
+      {"schema", "cofuse.profile/1"},
+      {"name", p.name},
+      {"description", p.description},
+      {"validated", p.validated},
+      {"task_overhead_s", p.task_overhead_s},
+      {"compute", {{"peak_gflops_f32", p.compute.peak_gflops_f32}, {"peak_gflops_f64", p.compute.peak_gflops_f64},
+                   {"tile_m", p.compute.tile_m}, {"tile_n", p.compute.tile_n}, {"units", p.compute.units},
+                   {"efficiency", p.compute.efficiency}, {"memory_GBps", p.compute.memory_GBps},
+                   {"launch_s", p.compute.launch_s}, {"measured", measured}}},
+      {"network", {{"topology", p.network.topology}, {"alpha_s", p.network.alpha_s},
+                   {"bandwidth_GBps", p.network.bandwidth_GBps}, {"ranks_per_node", p.network.ranks_per_node},
+                   {"inter_alpha_s", p.network.inter_alpha_s}, {"inter_bandwidth_GBps", p.network.inter_bandwidth_GBps},
+                   {"copy_engines", p.network.copy_engines}, {"allgather", collective_json(p.network.allgather)},
+                   {"reduce_scatter", collective_json(p.network.reduce_scatter)},
+                   {"allreduce", collective_json(p.network.allreduce)}}},
+      {"contention", {{"gemm_rate_while_comm", p.contention.gemm_rate_while_comm},
+                      {"comm_rate_while_gemm", p.contention.comm_rate_while_gemm}}},
+      {"sources", sources},
+  };
+  return doc.dump(2) + "\n";
+}
+
+std::vector<std::string> builtin_profiles() {
+  std::vector<std::string> names;
+  for (const auto& dir : {installed_profiles(), source_profiles()}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+    if (!names.empty()) break;
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+MachineProfile load_profile(const std::string& name_or_path) {
+  std::vector<std::filesystem::path> tried;
+  const bool looks_like_path = name_or_path.find('/') != std::string::npos || name_or_path.size() > 5 &&
+                               name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0;
+  if (looks_like_path) tried.push_back(name_or_path);
+  else tried = {installed_profiles() / (name_or_path + ".json"), source_profiles() / (name_or_path + ".json")};
+  for (const auto& path : tried) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_profile(text.str(), path.string());
+  }
+  std::string message = "profile '" + name_or_path + "' not found (tried";
+  for (const auto& path : tried) message += " " + path.string();
+  message += ")";
+  if (!looks_like_path) {
+    message += "; shipped profiles:";
+    for (const std::string& n : builtin_profiles()) message += " " + n;
+  }
+  throw Error(ErrorCode::io, message);
+}
+
+double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, int64_t k) {
+  const ComputeModel& c = p.compute;
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  const double dtype_scale = dtype == DType::f64 ? c.peak_gflops_f64 / c.peak_gflops_f32 : 1.0;
+  double gflops = 0;
+  if (!c.measured.empty()) {
+    // The nearest measured shape in log space: GEMM efficiency varies with the logarithm of a size.
+    double best = 1e300;
+    for (const GemmPoint& pt : c.measured) {
+      const double d = std::pow(std::log2(double(m) / double(pt.m)), 2) + std::pow(std::log2(double(n) / double(pt.n)), 2) +
+                       std::pow(std::log2(double(k) / double(pt.k)), 2);
+      if (d < best) {
+        best = d;
+        gflops = pt.gflops;
+      }
+    }
+    gflops *= dtype_scale;
+  } else {
+    // Roofline with tile and wave quantisation.
+    const double tiles = std::ceil(double(m) / double(c.tile_m)) * std::ceil(double(n) / double(c.tile_n));
+    const double waves = std::ceil(tiles / double(c.units));
+    const double fill = tiles / (waves * double(c.units));  // the last wave runs part-empty
+    // Edge tiles compute padding too: the useful fraction of the tiled area.
+    const double padding = (double(m) * double(n)) / (std::ceil(double(m) / double(c.tile_m)) * double(c.tile_m) *
+                                                      std::ceil(double(n) / double(c.tile_n)) * double(c.tile_n));
+    gflops = c.peak_gflops_f32 * dtype_scale * c.efficiency * fill * padding;
+  }
+  const double elem = double(dtype_size(dtype));
+  const double bytes = elem * (double(m) * double(k) + double(k) * double(n) + double(m) * double(n));
+  const double compute_s = flops / (gflops * 1e9);
+  const double memory_s = bytes / (c.memory_GBps * 1e9);
+  return c.launch_s + std::max(compute_s, memory_s);
+}
+
+}  // namespace cofuse
