@@ -9,6 +9,7 @@
 #include "cofuse/profile.hpp"
 #include "cofuse/reference.hpp"
 #include "cofuse/schedule.hpp"
+#include "cofuse/simulate.hpp"
 #include "cofuse/status.hpp"
 #include "cofuse/trace.hpp"
 #include "cofuse/version.hpp"

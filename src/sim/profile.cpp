@@ -24,15 +24,17 @@ class Fields {
   Fields(const json& object, std::string origin, std::string path) : object_(object), origin_(std::move(origin)), path_(std::move(path)) {
     if (!object_.is_object()) bad(origin_, where("") + " must be an object");
   }
-  // Call after reading every field: anything left is a key this schema does not have.
+  // Call after reading every field: anything left is a key this schema does not have (a typo
+  // is reported as itself, before the field it failed to set is reported missing).
   void done() const {
     for (const auto& [key, v] : object_.items())
       if (std::find(read_.begin(), read_.end(), key) == read_.end()) bad(origin_, "unknown key '" + where(key) + "'");
+    if (!missing_.empty()) bad(origin_, "missing " + missing_.front());
   }
   double number(const std::string& key, double& out, bool required = false) {
     read_.push_back(key);
     if (!object_.contains(key)) {
-      if (required) bad(origin_, "missing " + where(key));
+      if (required) missing_.push_back(where(key));
       return out;
     }
     if (!object_[key].is_number()) bad(origin_, where(key) + " must be a number, not " + object_[key].dump());
@@ -47,7 +49,7 @@ class Fields {
   void text(const std::string& key, std::string& out, bool required = false) {
     read_.push_back(key);
     if (!object_.contains(key)) {
-      if (required) bad(origin_, "missing " + where(key));
+      if (required) missing_.push_back(where(key));
       return;
     }
     if (!object_[key].is_string()) bad(origin_, where(key) + " must be a string, not " + object_[key].dump());
@@ -69,6 +71,7 @@ class Fields {
   const json& object_;
   std::string origin_, path_;
   std::vector<std::string> read_;
+  std::vector<std::string> missing_;
 };
 
 void read_collective(const json* j, const std::string& origin, const std::string& path, CollectiveModel& c) {

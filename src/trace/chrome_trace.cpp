@@ -57,7 +57,7 @@ double clock_offset(MPI_Comm comm) {
 }  // namespace
 
 std::string chrome_trace_json(const std::vector<const Plan*>& plans, const std::vector<std::vector<TaskTime>>& times,
-                              double origin, const std::vector<std::string>& engine_names) {
+                              double origin, const std::vector<std::string>& engine_names, const std::string& clock) {
   nlohmann::json events = nlohmann::json::array();
   for (std::size_t r = 0; r < plans.size(); ++r) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r}, {"args", {{"name", "rank " + std::to_string(r)}}}});
@@ -83,7 +83,7 @@ std::string chrome_trace_json(const std::vector<const Plan*>& plans, const std::
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   if (!plans.empty())
     doc["otherData"] = {{"op", plans[0]->desc.to_string()}, {"schedule", plans[0]->schedule.to_string()},
-                        {"clock", "steady clock of rank 0; other ranks aligned by ping-pong"}};
+                        {"clock", clock}};
   return doc.dump();
 }
 

@@ -17,6 +17,9 @@ std::function<int()> add_plan_command(CLI::App& app);
 /// Adds `cofuse bench` (initialises MPI when run). argc/argv are kept in every record.
 std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv);
 
+/// Adds `cofuse sim` (no MPI needed).
+std::function<int()> add_sim_command(CLI::App& app);
+
 /// Adds `cofuse report` (no MPI needed).
 std::function<int()> add_report_command(CLI::App& app);
 

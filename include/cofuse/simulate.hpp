@@ -1,0 +1,87 @@
+// The simulator: runs the very plans lower() makes (ARCHITECTURE.md §2, §4) in virtual time,
+// on a MachineProfile instead of a machine, and writes the same trace format as a measured run.
+//
+// Model (docs/simulator.md): every rank has a compute engine that runs its compute tasks one at
+// a time in plan order, as the CPU executor does, and a communication engine that posts a task
+// as soon as its dependencies are met. A send and its matching receive become one flow once
+// both are posted; after the link latency it moves its bytes over the links of the profile's
+// topology, sharing each link equally with the flows on it. A library collective starts when
+// every rank has posted it and moves its bus bytes at the profile's bus bandwidth, shared by
+// the collectives in flight. Rates are recomputed whenever anything starts or ends: a GEMM
+// runs at contention.gemm_rate_while_comm while its rank has data in flight, and data moves at
+// contention.comm_rate_while_gemm while a GEMM runs at either end. Dependencies are exact.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/ops.hpp"
+#include "cofuse/plan.hpp"
+#include "cofuse/profile.hpp"
+#include "cofuse/schedule.hpp"
+
+namespace cofuse {
+
+struct SimOptions {
+  /// Fused schedules: rows of a GEMM between two progress calls, as ExecSettings::tile_rows;
+  /// every tile pays the GEMM launch cost, as it does on the CPU.
+  int64_t tile_rows = 64;
+};
+
+/// Where the time goes, for the slowest rank (seconds). G and M are predicted for the serial
+/// baseline on the same profile: its GEMM and its collective.
+struct SimLosses {
+  double gemm_alone_s = 0;      // G
+  double comm_alone_s = 0;      // M
+  double ideal_s = 0;           // max(G, M)
+  double serial_s = 0;          // the serial baseline's makespan (G + M)
+  double dil_s = 0;             // GEMM time of the schedule's pieces alone - G (launch costs included)
+  double cil_s = 0;             // GEMM time in the run - pieces alone: contention
+  double exposed_comm_s = 0;    // makespan - compute-engine busy time
+  double overhead_s = 0;        // fixed per-task costs (GEMM launches and task overheads) in the run
+};
+
+struct SimResult {
+  double makespan_s = 0;
+  std::vector<Plan> plans;                   // every rank's plan, as simulated
+  std::vector<std::vector<TaskTime>> times;  // [rank][task]: start and end in virtual seconds
+  std::vector<double> compute_busy_s;        // per rank: time its compute engine was busy
+  std::vector<double> comm_busy_s;           // per rank: time with any communication task in flight
+  SimLosses losses;                          // filled by simulate(); zeros from simulate_plans()
+  int64_t tasks = 0;                         // tasks simulated (all ranks)
+  int64_t events = 0;                        // rate changes and completions processed
+  double wall_s = 0;                         // real time the simulation took
+};
+
+/// Simulates `plans` (plans[r] is rank r's plan; all of one op and schedule) on `profile`.
+/// Throws Error(invalid_argument) for an invalid profile or inconsistent plans, and
+/// Error(internal) naming the waiting tasks if the plans can never finish (a deadlock).
+SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile, const SimOptions& options = {});
+
+/// Lowers (desc, schedule) for every rank and simulates it; also simulates the serial baseline
+/// to fill in losses. desc and schedule must be valid (Error(invalid_argument) otherwise).
+SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,
+                   const SimOptions& options = {});
+
+/// Seed 000's textbook pipeline, for teaching and quick planning: `chunks` pieces, each costing
+/// compute_s of compute then comm_s of communication (on one link per direction), plus
+/// overhead_s of fixed cost per compute piece. Simulated with the same engine on two ranks.
+struct PipelineCosts {
+  int chunks = 4;
+  double compute_s = 0, comm_s = 0, overhead_s = 0;
+};
+struct PipelinePrediction {
+  double serial_s = 0;     // all compute, then all communication
+  double pipelined_s = 0;  // piece i's communication overlaps piece i+1's compute
+  SimResult serial, pipelined;
+};
+/// Throws Error(invalid_argument) for chunks < 1 or negative costs.
+PipelinePrediction simulate_pipeline(const PipelineCosts& costs);
+
+/// Chrome trace-event JSON of a simulation, in the format write_chrome_trace writes for a
+/// measured run (one process per rank, one thread per engine). Throws Error(io).
+void write_sim_trace(const std::string& path, const SimResult& result, const std::string& title);
+
+}  // namespace cofuse
