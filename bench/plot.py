@@ -4,6 +4,9 @@
   plot.py trace TRACE.json OUT.png [--title T]
       A timeline of one run (`cofuse run --trace`, `cofuse bench --trace-dir`): one row per
       (rank, engine), one bar per task, coloured by kind, each piece (chunk) a shade of it.
+  plot.py compare MEASURED.json SIMULATED.json OUT.png [--title T]
+      The trace of a measured run above the simulator's trace of the same case (`cofuse sim
+      --trace`), on one time axis.
   plot.py sweep RECORDS.jsonl... --out DIR [--prefix P]
       From `cofuse bench --records`: DIR/P speedup_vs_m.png (speedup over serial against M, one
       line per schedule and the naive baseline, one panel per op and link) and
@@ -33,8 +36,8 @@ def shade(colour, chunk):
     return colorsys.hls_to_rgb(h, l, s)
 
 
-def plot_trace(path, out, title):
-    doc = json.load(open(path))
+def draw_trace(ax, doc, title):
+    """One trace on one set of axes; returns the number of rows drawn."""
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
                if e.get("ph") == "M" and e["name"] == "thread_name"}
@@ -55,7 +58,6 @@ def plot_trace(path, out, title):
         ticks.append(y + 0.4)
         labels.append(f"rank {key[0]}: {threads[key]}")
         y += 1.0
-    fig, ax = plt.subplots(figsize=(12, 0.9 + 0.6 * len(ticks)))
     span = max((e["ts"] + e["dur"] for e in events), default=1) / 1e3
     for top, height, e in bars:
         chunk = e.get("args", {}).get("chunk", 0)
@@ -68,12 +70,36 @@ def plot_trace(path, out, title):
     ax.set_yticks(ticks)
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
-    ax.set_xlabel("time (ms, rank 0's clock); numbers on bars: piece (chunk)")
     kinds = [k for k in KIND_COLOURS if any(e["cat"] == k for e in events)]
     ax.legend([plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k]) for k in kinds], kinds, loc="upper left",
               bbox_to_anchor=(1.0, 1.0), fontsize=8)
     other = doc.get("otherData", {})
-    ax.set_title(title or f"{other.get('op', '')}\n{other.get('schedule', path)}", fontsize=9)
+    ax.set_title(title or f"{other.get('op', '')}\n{other.get('schedule', '')}", fontsize=9)
+    return len(ticks)
+
+
+def plot_trace(path, out, title):
+    doc = json.load(open(path))
+    rows = len([e for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"])
+    fig, ax = plt.subplots(figsize=(12, 0.9 + 0.6 * rows))
+    draw_trace(ax, doc, title)
+    ax.set_xlabel("time (ms, rank 0's clock); numbers on bars: piece (chunk)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}")
+
+
+def plot_compare(measured, simulated, out, title):
+    """A measured and a simulated trace of the same case, one above the other, same time axis."""
+    docs = [json.load(open(measured)), json.load(open(simulated))]
+    rows = [len([e for e in d["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"]) for d in docs]
+    fig, axes = plt.subplots(2, 1, figsize=(12, 1.6 + 0.6 * sum(rows)), sharex=True,
+                             gridspec_kw={"height_ratios": rows})
+    op = docs[0].get("otherData", {}).get("op", "")
+    draw_trace(axes[0], docs[0], f"measured: {title or op}")
+    draw_trace(axes[1], docs[1], f"simulated: {docs[1].get('otherData', {}).get('clock', '')}")
+    axes[1].set_xlabel("time (ms); numbers on bars: piece (chunk)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -184,6 +210,11 @@ def main():
     t.add_argument("trace")
     t.add_argument("out")
     t.add_argument("--title", default="")
+    c = sub.add_parser("compare", help="a measured and a simulated trace, one above the other")
+    c.add_argument("measured")
+    c.add_argument("simulated")
+    c.add_argument("out")
+    c.add_argument("--title", default="")
     s = sub.add_parser("sweep", help="charts of bench records")
     s.add_argument("records", nargs="+")
     s.add_argument("--out", required=True, help="directory for the PNG files")
@@ -191,6 +222,8 @@ def main():
     args = ap.parse_args()
     if args.what == "trace":
         plot_trace(args.trace, args.out, args.title)
+    elif args.what == "compare":
+        plot_compare(args.measured, args.simulated, args.out, args.title)
     else:
         records = read_records(args.records)
         os.makedirs(args.out, exist_ok=True)

@@ -14,6 +14,7 @@ trap 'rm -rf "$dir"' EXIT
 /usr/bin/python3 "$here/check_records.py" "$dir/r.jsonl" --csv "$dir/r.csv" "$@" || exit 1
 "$cofuse" report "$dir/r.jsonl" || { echo "FAIL: cofuse report exited $?"; exit 1; }
 "$cofuse" report --all "$dir/r.jsonl" >/dev/null || { echo "FAIL: cofuse report --all exited $?"; exit 1; }
+"$cofuse" report --predict 8xH100-SXM "$dir/r.jsonl" | grep -q "^median |error| .* over all" || { echo "FAIL: cofuse report --predict"; exit 1; }
 for t in "$dir"/traces/case*-serial.json; do
   /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["traceEvents"], "empty trace"' "$t" \
     || { echo "FAIL: $t is not a trace"; exit 1; }

@@ -10,6 +10,7 @@
 #include "bench_record.hpp"
 #include "cofuse/status.hpp"
 #include "commands.hpp"
+#include "report_predict.hpp"
 
 namespace cofuse::cli {
 
@@ -21,6 +22,7 @@ struct ReportArgs {
   std::vector<std::string> files;
   bool all = false;
   std::string csv;
+  std::string predict;  // a profile: print the simulator's predictions instead
 };
 
 double number(const json& r, const json::json_pointer& at) {
@@ -90,6 +92,14 @@ int report(const ReportArgs& args) {
   if (records.empty()) {
     std::cerr << "cofuse report: error: no records in " << args.files.size() << " file(s)" << std::endl;
     return 1;
+  }
+  if (!args.predict.empty()) {
+    try {
+      return print_predictions(records, args.predict);
+    } catch (const std::exception& e) {
+      std::cerr << "cofuse report: error: " << e.what() << std::endl;
+      return 1;
+    }
   }
   using P = json::json_pointer;
   std::vector<std::vector<std::string>> rows;
@@ -169,6 +179,9 @@ std::function<int()> add_report_command(CLI::App& app) {
   r->add_option("files", args->files, "Record files written by cofuse bench --records")->required();
   r->add_flag("--all", args->all, "One row per variant instead of one per case");
   r->add_option("--csv", args->csv, "Also write the records as CSV to this file");
+  r->add_option("--predict", args->predict,
+                "Instead: the simulator's prediction for every serial and cofuse record with this profile (a name "
+                "or a file), beside the measurement, with the error and its median");
   return [args] { return report(*args); };
 }
 
