@@ -20,4 +20,7 @@ std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv);
 /// Adds `cofuse report` (no MPI needed).
 std::function<int()> add_report_command(CLI::App& app);
 
+/// Adds `cofuse profile` (initialises MPI when run; needs at least 2 ranks).
+std::function<int()> add_profile_command(CLI::App& app);
+
 }  // namespace cofuse::cli
