@@ -23,4 +23,7 @@ std::function<int()> add_sim_command(CLI::App& app);
 /// Adds `cofuse report` (no MPI needed).
 std::function<int()> add_report_command(CLI::App& app);
 
+/// Adds `cofuse profile` (initialises MPI when run; needs at least 2 ranks).
+std::function<int()> add_profile_command(CLI::App& app);
+
 }  // namespace cofuse::cli

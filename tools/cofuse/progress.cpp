@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 namespace cofuse::cli {
 
@@ -20,8 +21,8 @@ std::string clock_text(double s) {
 
 }  // namespace
 
-Progress::Progress(int total, bool quiet)
-    : total_(total < 1 ? 1 : total), quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0), start_(seconds()) {}
+Progress::Progress(int total, bool quiet, std::string command, std::string unit)
+    : total_(total < 1 ? 1 : total), command_(std::move(command)), unit_(std::move(unit)), quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0), start_(seconds()) {}
 
 Progress::~Progress() { finish(); }
 
@@ -34,7 +35,7 @@ void Progress::update(int done, double fraction, const std::string& what) {
     // One line per finished step keeps logs short.
     if (done == 0 || done == last_logged_ || fraction > 0) return;
     last_logged_ = done;
-    std::fprintf(stderr, "bench: [%d/%d] done: %s  (elapsed %s, left ~%s)\n", done, total_, what.c_str(),
+    std::fprintf(stderr, "%s: [%d/%d] done: %s  (elapsed %s, left ~%s)\n", command_.c_str(), done, total_, what.c_str(),
                  clock_text(elapsed).c_str(), eta.c_str());
     return;
   }
@@ -44,8 +45,8 @@ void Progress::update(int done, double fraction, const std::string& what) {
   const int filled = static_cast<int>(part * kWidth);
   std::string bar(static_cast<std::size_t>(kWidth), '.');
   for (int i = 0; i < filled && i < kWidth; ++i) bar[static_cast<std::size_t>(i)] = '#';
-  std::fprintf(stderr, "\r\033[K[%s] %3.0f%%  case %d/%d  %s  left ~%s", bar.c_str(), part * 100, done + 1 > total_ ? total_ : done + 1,
-               total_, what.c_str(), eta.c_str());
+  std::fprintf(stderr, "\r\033[K[%s] %3.0f%%  %s %d/%d  %s  left ~%s", bar.c_str(), part * 100, unit_.c_str(),
+               done + 1 > total_ ? total_ : done + 1, total_, what.c_str(), eta.c_str());
   std::fflush(stderr);
   open_ = true;
 }

@@ -1,0 +1,129 @@
+// Point-to-point latency and bandwidth (ping-pong between ranks 0 and 1), the library's
+// collectives at two sizes fitted to a latency-bandwidth line, and the CPU cost of one
+// non-blocking point-to-point task.
+#include <algorithm>
+#include <vector>
+
+#include "profile_measure.hpp"
+#include "timing.hpp"
+
+namespace cofuse::cli {
+
+namespace {
+
+const char* name_of(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::allgather: return "MPI_Allgather";
+    case CollectiveKind::reduce_scatter: return "MPI_Reduce_scatter_block";
+    case CollectiveKind::allreduce: return "MPI_Allreduce";
+  }
+  return "";
+}
+
+CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double small_s, double large_bytes, double large_s) {
+  CollectiveFit f{{}, small_bytes, small_s, large_bytes, large_s, true};
+  const double factor = bus_factor(kind, ranks);
+  const double slope = (large_s - small_s) / (large_bytes - small_bytes);  // seconds per byte
+  if (slope > 0) {
+    f.model.busbw_GBps = factor / slope * 1e-9;
+    f.model.alpha_s = std::max(0.0, small_s - small_bytes * slope);
+  } else {
+    // Noise swamped the difference (the small call took as long as the large one): the large
+    // call's bus bandwidth is the honest number left, and no latency can be separated from it.
+    f.fitted = false;
+    f.model.busbw_GBps = large_bytes * factor / large_s * 1e-9;
+    f.model.alpha_s = 0;
+  }
+  return f;
+}
+
+}  // namespace
+
+double bus_factor(CollectiveKind kind, int ranks) {
+  const double p = ranks;
+  return kind == CollectiveKind::allreduce ? 2 * (p - 1) / p : (p - 1) / p;
+}
+
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  NetworkResult r;
+  r.passes = effort.quick ? 5 : 21;
+  r.large_bytes = 4 << 20;
+  std::vector<char> message(std::size_t(r.large_bytes), 1);
+  auto ping_pong = [&, comm, rank](int bytes) {
+    if (rank == 0) {
+      mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 1, 3, comm), "MPI_Send");
+      mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, 1, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    } else if (rank == 1) {
+      mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, 0, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 0, 3, comm), "MPI_Send");
+    }
+  };
+
+  // Whole buffers of 256 KiB (latency matters) and 8 MiB (bandwidth dominates), in floats
+  // rounded down to a multiple of the rank count. 1.0 everywhere: sums stay exact, no denormals.
+  const int sizes[2] = {(256 << 10) / 4 / size * size, (8 << 20) / 4 / size * size};
+  std::vector<float> send(std::size_t(sizes[1]), 1.0f), recv(std::size_t(sizes[1]), 0.0f);
+  auto collective = [&, comm](CollectiveKind kind, int elements) {
+    const int part = elements / size;
+    switch (kind) {
+      case CollectiveKind::allgather:
+        mpi_check(MPI_Allgather(send.data(), part, MPI_FLOAT, recv.data(), part, MPI_FLOAT, comm), "MPI_Allgather");
+        break;
+      case CollectiveKind::reduce_scatter:
+        mpi_check(MPI_Reduce_scatter_block(send.data(), recv.data(), part, MPI_FLOAT, MPI_SUM, comm),
+                  "MPI_Reduce_scatter_block");
+        break;
+      case CollectiveKind::allreduce:
+        mpi_check(MPI_Allreduce(send.data(), recv.data(), elements, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce");
+        break;
+    }
+  };
+
+  const CollectiveKind kinds[3] = {CollectiveKind::allgather, CollectiveKind::reduce_scatter, CollectiveKind::allreduce};
+  std::vector<Timed> timed = {{"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3},
+                              {"ping-pong 4 MiB", [&] { ping_pong(int(r.large_bytes)); }, 0}};
+  for (CollectiveKind kind : kinds)
+    for (int elements : sizes)
+      timed.push_back({std::string(name_of(kind)) + " " + std::to_string(elements * 4) + " B",
+                       [&collective, kind, elements] { collective(kind, elements); }, elements == sizes[0] ? 1e-3 : 0});
+
+  const std::vector<double> s = time_interleaved(comm, timed, r.passes, progress);
+  r.small_round_trip_s = s[0];
+  r.large_round_trip_s = s[1];
+  CollectiveFit* fits[3] = {&r.allgather, &r.reduce_scatter, &r.allreduce};
+  for (int i = 0; i < 3; ++i)
+    *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], s[2 + 2 * i], 4.0 * sizes[1], s[3 + 2 * i]);
+  return r;
+}
+
+double measure_task_overhead_s(MPI_Comm comm, int reps) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::vector<double> costs;
+  if (rank < 2) {
+    const int peer = 1 - rank;
+    double out = 1, in = 0;
+    MPI_Request requests[2];
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = profile_now();
+      mpi_check(MPI_Irecv(&in, 1, MPI_DOUBLE, peer, 7, comm, &requests[0]), "MPI_Irecv");
+      mpi_check(MPI_Isend(&out, 1, MPI_DOUBLE, peer, 7, comm, &requests[1]), "MPI_Isend");
+      const double posted = profile_now() - t0;
+      // Only the test that finds both complete is charged: the earlier ones wait for the peer,
+      // which is the link's latency (alpha), not a task's CPU cost.
+      double last_test = 0;
+      for (int done = 0; !done;) {
+        const double t1 = profile_now();
+        mpi_check(MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+        last_test = profile_now() - t1;
+      }
+      costs.push_back((posted + last_test) / 2);  // two tasks: the receive and the send
+    }
+  }
+  return max_over_ranks(comm, rank < 2 ? summarize(costs).median : 0.0);
+}
+
+}  // namespace cofuse::cli

@@ -1,0 +1,64 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "cofuse/status.hpp"
+#include "profile_measure.hpp"
+#include "timing.hpp"
+
+namespace cofuse::cli {
+
+double profile_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
+                                     const ProfileProgress& progress) {
+  const std::size_t count = timed.size();
+  // Warm-up (caches, page faults, connections, BLAS buffers), which also says how long a call
+  // takes. Batches are agreed (the longest any rank needs), so every rank runs the same calls.
+  std::vector<double> estimate(count), slowest(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    progress(0, timed[i].name + " (warm-up)");
+    mpi_check(MPI_Barrier(comm), "MPI_Barrier");
+    const double t0 = profile_now();
+    timed[i].call();
+    estimate[i] = profile_now() - t0;
+  }
+  mpi_check(MPI_Allreduce(estimate.data(), slowest.data(), int(count), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  std::vector<int> batch(count);
+  for (std::size_t i = 0; i < count; ++i)
+    batch[i] = int(std::clamp(std::ceil(timed[i].min_sample_s / std::max(slowest[i], 1e-9)), 1.0, 1e6));
+
+  std::vector<double> samples(count * passes), worst(count * passes);  // [call][pass]
+  for (int pass = 0; pass < passes; ++pass) {
+    progress(double(pass) / passes, "pass " + std::to_string(pass + 1) + "/" + std::to_string(passes));
+    for (std::size_t i = 0; i < count; ++i) {
+      mpi_check(MPI_Barrier(comm), "MPI_Barrier");
+      const double t0 = profile_now();
+      for (int j = 0; j < batch[i]; ++j) timed[i].call();
+      samples[i * passes + pass] = (profile_now() - t0) / batch[i];
+    }
+  }
+  mpi_check(MPI_Allreduce(samples.data(), worst.data(), int(samples.size()), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  std::vector<double> out;
+  for (std::size_t i = 0; i < count; ++i)
+    out.push_back(summarize({worst.begin() + long(i * passes), worst.begin() + long((i + 1) * passes)}).median);
+  progress(1, "done");
+  return out;
+}
+
+double max_over_ranks(MPI_Comm comm, double value) {
+  double out = 0;
+  mpi_check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  return out;
+}
+
+void mpi_check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(ErrorCode::mpi, std::string("profile: ") + call + " failed: " + std::string(text, length));
+}
+
+}  // namespace cofuse::cli
