@@ -5,7 +5,8 @@
 // a time in plan order, as the CPU executor does, and a communication engine that posts a task
 // as soon as its dependencies are met. A send and its matching receive become one flow once
 // both are posted; after the link latency it moves its bytes over the links of the profile's
-// topology, sharing each link equally with the flows on it. A library collective starts when
+// topology, sharing each link equally with the flows on it. Messages between the same two
+// ranks go in order, one after another, as over one connection. A library collective starts when
 // every rank has posted it and moves its bus bytes at the profile's bus bandwidth, shared by
 // the collectives in flight. Rates are recomputed whenever anything starts or ends: a GEMM
 // runs at contention.gemm_rate_while_comm while its rank has data in flight, and data moves at

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -310,6 +311,26 @@ class Engine {
     }
   }
 
+  // The data phase of a message whose latency has passed and whose predecessors between the
+  // same ranks are done: it joins its links, and every flow on them is re-timed.
+  void start_flow(const Activity& message) {
+    Activity next;
+    next.kind = Kind::flow;
+    next.rank = message.rank;
+    next.peer = message.peer;
+    next.task = message.task;
+    next.peer_task = message.peer_task;
+    next.remaining = double(task(message.rank, message.task).bytes);
+    costs_.links(message.rank, message.peer, next.links);
+    const int nid = static_cast<int>(acts_.size());
+    for (int l : next.links) link_flows_[l].push_back(nid);
+    state_[message.rank].flows.push_back(nid);
+    if (message.peer != message.rank) state_[message.peer].flows.push_back(nid);
+    const std::vector<int> links = next.links;
+    add(std::move(next));
+    retime_links(links);
+  }
+
   // Flows sharing a link with these links are re-timed (their share changed).
   void retime_links(const std::vector<int>& links) {
     for (int l : links)
@@ -345,16 +366,11 @@ class Engine {
           add(std::move(next));
           for (int c : active_collectives_) retime(c);
         } else {
-          next.kind = Kind::flow;
-          next.remaining = double(task(a.rank, a.task).bytes);
-          costs_.links(a.rank, a.peer, next.links);
-          const int nid = static_cast<int>(acts_.size());
-          for (int l : next.links) link_flows_[l].push_back(nid);
-          state_[a.rank].flows.push_back(nid);
-          if (a.peer != a.rank) state_[a.peer].flows.push_back(nid);
-          const std::vector<int> links = next.links;
-          add(std::move(next));
-          retime_links(links);
+          // Messages between one pair of ranks travel in order, one after another, as over
+          // one connection (MPI over TCP, a NCCL channel): the next waits for the one before.
+          auto& queue = pair_queue_[{a.rank, a.peer}];
+          queue.push_back(a);
+          if (queue.size() == 1) start_flow(a);
         }
         break;
       }
@@ -362,6 +378,9 @@ class Engine {
         const int from = a.rank, to = a.peer, send = a.task, recv = a.peer_task;
         const std::vector<int> links = a.links;
         remove_flow(id);
+        auto& queue = pair_queue_[{from, to}];
+        queue.pop_front();
+        if (!queue.empty()) start_flow(queue.front());
         retime_links(links);
         set_comm_active(from, -1);
         if (to != from) set_comm_active(to, -1);
@@ -422,6 +441,7 @@ class Engine {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   std::vector<std::vector<int>> link_flows_;
   std::map<std::tuple<int, int, int>, int> posted_sends_, posted_recvs_;  // (from, to, tag) -> task
+  std::map<std::pair<int, int>, std::deque<Activity>> pair_queue_;  // messages (after latency) per (from, to)
   std::vector<CollectiveState> collectives_;
   std::vector<int> active_collectives_;
   int gemm_ranks_ = 0;

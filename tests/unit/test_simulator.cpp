@@ -109,12 +109,24 @@ TEST(Simulator, ContentionRetimesBothTasksWhenOverlapStartsAndEnds) {
 }
 
 TEST(Simulator, FlowsShareALinkAndSpeedUpWhenOneEnds) {
-  // Rank 0 sends 2 and 6 bytes to rank 1 at once over one link of 1 byte/s: each gets 0.5/s;
-  // the small one ends at t = 4; the big one has 4 bytes left at full speed: ends at t = 8.
+  // Ranks 0 and 2 send 2 and 6 bytes to rank 1 at once; both cross rank 1's ingress link of
+  // 1 byte/s, so each gets 0.5/s: the small one ends at t = 4; the big one has 4 bytes left at
+  // full speed: it ends at t = 8.
+  std::vector<Plan> plans = {plan_of(0, {message(TaskKind::send, 1, 0, 2)}),
+                             plan_of(1, {message(TaskKind::recv, 0, 0, 2), message(TaskKind::recv, 2, 0, 6)}),
+                             plan_of(2, {message(TaskKind::send, 1, 0, 6)})};
+  const SimResult r = detail::run_engine(plans, FakeCosts(3, 1.0));
+  EXPECT_NEAR(r.times[0][0].end, 4, kEps);
+  EXPECT_NEAR(r.times[2][0].end, 8, kEps);
+}
+
+TEST(Simulator, MessagesBetweenOnePairGoInOrder) {
+  // Rank 0 posts 2 then 6 bytes to rank 1 at once: one connection, so the first takes the link
+  // alone (ends at t = 2) and the second follows (ends at t = 8).
   std::vector<Plan> plans = {plan_of(0, {message(TaskKind::send, 1, 0, 2), message(TaskKind::send, 1, 1, 6)}),
                              plan_of(1, {message(TaskKind::recv, 0, 0, 2), message(TaskKind::recv, 0, 1, 6)})};
   const SimResult r = detail::run_engine(plans, FakeCosts(2, 1.0));
-  EXPECT_NEAR(r.times[0][0].end, 4, kEps);
+  EXPECT_NEAR(r.times[0][0].end, 2, kEps);
   EXPECT_NEAR(r.times[0][1].end, 8, kEps);
 }
 

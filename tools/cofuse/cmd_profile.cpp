@@ -197,7 +197,7 @@ MachineProfile build_profile(const ProfileArgs& args, const Measured& m, int ran
   NetworkModel& net = p.network;
   net.topology = args.topology;
   net.alpha_s = mn.small_round_trip_s / 2;
-  net.bandwidth_GBps = mn.large_bytes / (mn.large_round_trip_s / 2) * 1e-9;
+  net.bandwidth_GBps = mn.large_bytes / mn.large_exchange_s * 1e-9;
   net.copy_engines = 0;
   const std::string net_passes =
       "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
@@ -206,8 +206,8 @@ MachineProfile build_profile(const ProfileArgs& args, const Measured& m, int ran
       "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +
       ", " + net_passes + " (a sample batches round trips to >= 1 ms)");
   s["network.bandwidth_GBps"] = src.measured(
-      "MPI_Send/MPI_Recv ping-pong of 4 MiB between ranks 0 and 1, bytes / (round trip " + ms(mn.large_round_trip_s) +
-      " / 2), " + net_passes);
+      "MPI_Sendrecv of 4 MiB each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
+      ms(mn.large_exchange_s) + ", " + net_passes);
   s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
       "fixed: used by topology two_level only";
   s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";

@@ -86,12 +86,12 @@ struct CollectiveFit {
 
 struct NetworkResult {
   double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1
-  double large_bytes = 0, large_round_trip_s = 0;
+  double large_bytes = 0, large_exchange_s = 0;     // both directions at once (MPI_Sendrecv), as a ring uses a link
   CollectiveFit allgather, reduce_scatter, allreduce;
   int passes = 0;
 };
 
-/// Ping-pongs (MPI_Send/MPI_Recv, ranks 0 and 1) and the three collectives, interleaved.
+/// A small ping-pong and a large exchange (ranks 0 and 1) and the three collectives, interleaved.
 NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 
 /// Seconds a rank spends on one non-blocking point-to-point task of 8 bytes: posting it plus the
