@@ -76,7 +76,8 @@ struct MachineProfile {
   ContentionModel contention;
   double task_overhead_s = 0;  // fixed cost of every non-GEMM task (a post, a reduction call)
   /// Where each number came from: key = field path (e.g. "network.bandwidth_GBps"), value =
-  /// "measured: cofuse profile ... on <host>, <date>" or "datasheet: <document>".
+  /// "measured: cofuse profile ... on <host>, <date>", "datasheet: <document>", "estimate: <how>",
+  /// "given: <option>" or "fixed: <why>".
   std::map<std::string, std::string> sources;
 
   /// Problems that make it unusable (missing or non-positive rates, an unknown topology).
