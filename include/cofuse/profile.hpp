@@ -34,7 +34,8 @@ struct ComputeModel {
   int64_t units = 1;
   double efficiency = 1.0;     // fraction of peak a large GEMM reaches
   double memory_GBps = 0;      // memory bandwidth: the roofline, and reductions / copies
-  double launch_s = 0;         // fixed cost of every GEMM task (kernel launch, BLAS call)
+  double launch_s = 0;         // fixed cost of every GEMM task (kernel launch, BLAS call); with a
+                               // measured table it is already in the measured rates
 };
 
 /// One library collective's speed: time = alpha_s + bytes · factor / (busbw_GBps · 1e9), where

@@ -300,7 +300,9 @@ void CpuExecutor::wait_any_inflight() {
 void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
   if (skip_gemm_ && t.kind == TaskKind::gemm) {
-    mark_done(index);  // its times stay zero: no GEMM ran
+    times_[index].start = now();  // a zero-length task: no GEMM ran
+    mark_done(index);
+    times_[index].end = times_[index].start;
     return;
   }
   const DType dtype = plan_.desc.dtype;

@@ -257,6 +257,7 @@ MachineProfile load_profile(const std::string& name_or_path) {
 
 double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, int64_t k) {
   const ComputeModel& c = p.compute;
+  if (m <= 0 || n <= 0 || k <= 0) return c.launch_s;  // an empty GEMM costs only its call
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const double dtype_scale = dtype == DType::f64 ? c.peak_gflops_f64 / c.peak_gflops_f32 : 1.0;
   double gflops = 0;
@@ -286,7 +287,8 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
   const double bytes = elem * (double(m) * double(k) + double(k) * double(n) + double(m) * double(n));
   const double compute_s = flops / (gflops * 1e9);
   const double memory_s = bytes / (c.memory_GBps * 1e9);
-  return c.launch_s + std::max(compute_s, memory_s);
+  // Measured rates were timed as whole calls, so they already include the call's cost.
+  return (c.measured.empty() ? c.launch_s : 0.0) + std::max(compute_s, memory_s);
 }
 
 }  // namespace cofuse

@@ -139,7 +139,8 @@ SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachinePr
   l.dil_s = pieces_alone - l.gemm_alone_s;
   l.cil_s = gemm_time_in_run(result, r) - pieces_alone;
   l.exposed_comm_s = result.makespan_s - result.compute_busy_s[r];
-  l.overhead_s = double(gemm_calls) * profile.compute.launch_s + double(other_tasks) * profile.task_overhead_s;
+  const double launch = profile.compute.measured.empty() ? profile.compute.launch_s : 0.0;  // else inside the rates
+  l.overhead_s = double(gemm_calls) * launch + double(other_tasks) * profile.task_overhead_s;
   return result;
 }
 

@@ -309,8 +309,10 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
     progress.finish();
     for (const VariantResult& v : r.variants) {
       all.push_back(record_of(ctx, cases[i], int(i), r, v));
-      if (records.is_open()) records << all.back().dump() << "\n";
-      if (args.json) std::cout << all.back().dump() << "\n";
+      // Invalid UTF-8 (in a label, say) is replaced rather than allowed to abort the sweep.
+      const std::string line = all.back().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      if (records.is_open()) records << line << "\n";
+      if (args.json) std::cout << line << "\n";
     }
     if (records.is_open()) records.flush();
     if (!args.json) print_case(std::cout, cases[i], int(i), int(cases.size()), r, link);
