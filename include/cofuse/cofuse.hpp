@@ -6,6 +6,7 @@
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"
 #include "cofuse/plan.hpp"
+#include "cofuse/planner.hpp"
 #include "cofuse/profile.hpp"
 #include "cofuse/reference.hpp"
 #include "cofuse/schedule.hpp"

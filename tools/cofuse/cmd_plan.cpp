@@ -1,6 +1,8 @@
 // `cofuse plan`: print what lower() makes of an op and a schedule, for any rank count, without
 // MPI; or list the valid schedules of an op.
+#include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
@@ -16,7 +18,61 @@ struct PlanArgs {
   std::string rank = "0";
   std::string schedule = "serial";
   bool list = false;
+  std::string profile = "this-host-tcp-2gbit";
+  int top = 12;
+  bool json = false;
 };
+
+// --schedule auto: the planner's cost table, its choice, why; and seed 001's heuristic pick.
+int auto_plan(const PlanArgs& args, const OpDesc& d) {
+  const MachineProfile profile = load_profile(args.profile);
+  const PlanChoice c = choose_schedule(d, profile);
+  const HeuristicChoice h = seed_heuristic_schedule(d, profile);
+  double heuristic_s = 0;
+  for (const PlanCandidate& k : c.candidates)
+    if (k.schedule == h.schedule) heuristic_s = k.predicted_s;
+  if (args.json) {
+    nlohmann::ordered_json table = nlohmann::ordered_json::array();
+    for (const PlanCandidate& k : c.candidates)
+      table.push_back({{"schedule", k.schedule.to_string()}, {"name", k.name}, {"predicted_ms", k.predicted_s * 1e3},
+                       {"dil_ms", k.losses.dil_s * 1e3}, {"cil_ms", k.losses.cil_s * 1e3},
+                       {"exposed_comm_ms", k.losses.exposed_comm_s * 1e3}, {"workspace_bytes", k.workspace_bytes}});
+    std::cout << nlohmann::ordered_json{{"op", d.to_string()}, {"profile", c.profile}, {"profile_validated", c.profile_validated},
+                                        {"choice", c.schedule.to_string()}, {"choice_name", c.name},
+                                        {"predicted_ms", c.predicted_s * 1e3}, {"serial_ms", c.serial_s * 1e3},
+                                        {"why", c.why}, {"candidates", table},
+                                        {"seed_heuristic", {{"schedule", h.schedule.to_string()}, {"name", h.name},
+                                                            {"predicted_ms", heuristic_s * 1e3}, {"why", h.why}}}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  std::size_t width = 8;
+  for (const PlanCandidate& k : c.candidates) width = std::max(width, k.name.size());
+  std::cout << "cofuse plan  " << d.to_string() << "  on " << c.profile
+            << (c.profile_validated ? " (measured)" : " (datasheet, NOT validated)") << "\n"
+            << "  " << std::left << std::setw(int(width)) << "candidate" << std::right << std::setw(12) << "predicted"
+            << std::setw(10) << "vs serial" << std::setw(9) << "DIL" << std::setw(9) << "CIL" << std::setw(10) << "exposed"
+            << std::setw(12) << "workspace" << "\n";
+  int shown = 0;
+  for (const PlanCandidate& k : c.candidates) {
+    const bool chosen = k.schedule == c.schedule;
+    if (shown >= args.top && !chosen && k.schedule.overlap != Overlap::none) continue;
+    ++shown;
+    std::cout << (chosen ? "* " : "  ") << std::left << std::setw(int(width)) << k.name << std::right << std::fixed
+              << std::setprecision(3) << std::setw(9) << k.predicted_s * 1e3 << " ms" << std::setprecision(2)
+              << std::setw(9) << c.serial_s / k.predicted_s << "x" << std::setprecision(3) << std::setw(9)
+              << k.losses.dil_s * 1e3 << std::setw(9) << k.losses.cil_s * 1e3 << std::setw(10)
+              << k.losses.exposed_comm_s * 1e3 << std::setprecision(2) << std::setw(9) << double(k.workspace_bytes) / 1e6
+              << " MB\n";
+  }
+  if (shown < int(c.candidates.size()))
+    std::cout << "  (" << c.candidates.size() - shown << " more; --top N shows more)\n";
+  std::cout << "choice       " << c.name << ", predicted " << std::setprecision(3) << c.predicted_s * 1e3 << " ms\n"
+            << "why          " << c.why << "\n"
+            << "seed 001     " << h.name << ", predicted " << heuristic_s * 1e3 << " ms (" << h.why << ")\n";
+  return 0;
+}
 
 int plan_command(const PlanArgs& args) {
   const OpDesc d = make_desc(args.op, args.ranks);
@@ -27,6 +83,7 @@ int plan_command(const PlanArgs& args) {
       for (const Schedule& s : enumerate_schedules(d)) std::cout << "  " << schedule_name(s) << "\n";
       return 0;
     }
+    if (args.schedule == "auto") return auto_plan(args, d);
     const Schedule schedule = *Schedule::parse(args.schedule);
     int first = 0, last = args.ranks - 1;
     if (args.rank != "all") first = last = std::stoi(args.rank);
@@ -44,7 +101,8 @@ std::function<int()> add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* plan = app.add_subcommand(
       "plan", "Print the task plan of an op under a schedule (tasks, engines, views, dependencies), or --list the\n"
-              "valid schedules. Needs no MPI: plan for any rank count.");
+              "valid schedules, or (--schedule auto) let the planner choose on a machine profile and say why.\n"
+              "Needs no MPI: plan for any rank count and any machine.");
   add_op_options(plan, args->op);
   plan->add_option("--ranks", args->ranks, "P, the number of ranks to plan for")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   plan->add_option("--rank", args->rank, "Which rank's plan to print, or 'all'")
@@ -57,7 +115,16 @@ std::function<int()> add_plan_command(CLI::App& app) {
           },
           "RANK|all"))
       ->capture_default_str();
-  plan->add_option("--schedule", args->schedule, "A schedule or preset")->check(schedule_validator())->capture_default_str();
+  plan->add_option("--schedule", args->schedule,
+                   "A schedule or preset, or 'auto': the planner's cost table, choice and reasons on --profile")
+      ->check(schedule_validator(true))
+      ->capture_default_str();
+  plan->add_option("--profile", args->profile, "With --schedule auto: the machine profile to plan for (a name or a file)")
+      ->capture_default_str();
+  plan->add_option("--top", args->top, "With --schedule auto: candidates to list (serial and the choice always)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan->add_flag("--json", args->json, "With --schedule auto: one JSON object");
   plan->add_flag("--list", args->list, "List every valid schedule for the op instead");
   return [args] {
     if (args->rank != "all" && std::stoi(args->rank) >= args->ranks) {

@@ -26,6 +26,7 @@ namespace {
 struct RunArgs {
   OpArgs op;
   std::string schedule = "serial";
+  std::string profile;  // --schedule auto: the machine profile the planner predicts with
   std::string schedules;  // "all", "presets", or a ';'-separated list
   std::string seed;       // empty: a fresh one
   int iters = 20, warmup = 3;
@@ -250,7 +251,21 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
 }
 
 int run_single(const RunArgs& args, const OpDesc& d, int rank) {
-  Operation operation(d, MPI_COMM_WORLD, *Schedule::parse(args.schedule), args.settings);
+  Schedule schedule;
+  if (args.schedule == "auto") {
+    // Every rank plans alike (same description, same profile file); the Operation then agrees
+    // on the result like on any schedule, so a rank that read another profile fails loudly.
+    throw_if_error(d.validate());
+    const PlanChoice choice = choose_schedule(d, load_profile(args.profile));
+    schedule = choice.schedule;
+    if (rank == 0 && !args.json)
+      std::cout << std::fixed << std::setprecision(3) << "planner      --schedule auto on " << choice.profile << ": "
+                << choice.name << ", predicted " << choice.predicted_s * 1e3 << " ms (serial " << choice.serial_s * 1e3
+                << " ms); cofuse plan --schedule auto says why\n";
+  } else {
+    schedule = *Schedule::parse(args.schedule);
+  }
+  Operation operation(d, MPI_COMM_WORLD, schedule, args.settings);
   const uint64_t seed = agree_seed(args.seed);
   Inputs in(d, seed, rank);
   const OpBuffers buffers = in.buffers();
@@ -337,9 +352,12 @@ std::function<int()> add_run_command(CLI::App& app) {
   add_op_options(run, args->op);
   run->add_option("--schedule", args->schedule,
                   "A schedule or preset (docs/schedules.md), e.g. hetero-unfused-1d or "
-                  "overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring")
-      ->check(schedule_validator())
+                  "overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring; "
+                  "or 'auto': the planner chooses by simulating every schedule on --profile")
+      ->check(schedule_validator(true))
       ->capture_default_str();
+  run->add_option("--profile", args->profile,
+                  "With --schedule auto: the machine profile (name or file; default $COFUSE_PROFILE, else this-host-shm)");
   run->add_option("--schedules", args->schedules,
                   "Sweep instead: 'all' (every valid schedule, chunks 2/4/8), 'presets', or a ';'-separated list. "
                   "Prints one line per schedule: time, speedup vs serial, overlap efficiency, error")
@@ -373,7 +391,13 @@ std::function<int()> add_run_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
       ->capture_default_str();
   run->add_flag("--json", args->json, "Print JSON (one object per run, or per schedule of a sweep) instead of tables");
-  return [args] { return run_command(*args); };
+  return [args] {
+    if (args->profile.empty()) {
+      const char* env = std::getenv("COFUSE_PROFILE");
+      args->profile = env && *env ? env : "this-host-shm";
+    }
+    return run_command(*args);
+  };
 }
 
 }  // namespace cofuse::cli

@@ -34,9 +34,10 @@ OpDesc make_desc(const OpArgs& args, int ranks) {
   return d;
 }
 
-CLI::Validator schedule_validator() {
+CLI::Validator schedule_validator(bool allow_auto) {
   return CLI::Validator(
-      [](std::string& text) {
+      [allow_auto](std::string& text) {
+        if (allow_auto && text == "auto") return std::string();
         Status error;
         if (Schedule::parse(text, &error)) return std::string();
         return error.message();

@@ -27,7 +27,7 @@ OpDesc make_desc(const OpArgs& args, int ranks);
 
 /// A CLI11 validator accepting a schedule string or preset (parse errors only; whether it suits
 /// the op is checked later, identically on every rank).
-CLI::Validator schedule_validator();
+CLI::Validator schedule_validator(bool allow_auto = false);
 
 /// A CLI11 validator for --seed: an integer in 0..2^64-1.
 CLI::Validator seed_validator();

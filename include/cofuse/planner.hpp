@@ -1,0 +1,67 @@
+// The planner: chooses a schedule for an op on a machine, says what it expected and why, and
+// never chooses an overlap that is not predicted to beat the unfused baseline by a margin.
+//
+// choose_schedule() enumerates the valid schedules (chunk counts 2, 4, 8, 16), predicts each
+// with the simulator on the machine's profile, and returns them all, fastest first, with the
+// choice and a paragraph of reasons. Results are cached per (description, profile, options),
+// so a repeated call costs a map lookup.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/profile.hpp"
+#include "cofuse/schedule.hpp"
+#include "cofuse/simulate.hpp"
+
+namespace cofuse {
+
+struct PlannerOptions {
+  /// Choose an overlapped schedule only if it is predicted at least this much faster than serial
+  /// (0.03 = 3%): predictions carry error, and a fused op slower than the plain one is the
+  /// failure users report most.
+  double margin = 0.03;
+  std::vector<int> chunk_counts = {2, 4, 8, 16};
+  SimOptions sim;
+};
+
+/// One schedule the planner considered.
+struct PlanCandidate {
+  Schedule schedule;
+  std::string name;          // preset name or the full schedule string
+  double predicted_s = 0;    // simulated makespan
+  SimLosses losses;          // DIL, CIL, exposed communication, ... (see simulate.hpp)
+  int64_t workspace_bytes = 0;  // per rank, beside the caller's buffers
+};
+
+struct PlanChoice {
+  Schedule schedule;                       // what to run
+  std::string name;
+  std::vector<PlanCandidate> candidates;   // every valid schedule, fastest first (serial included)
+  double serial_s = 0;                     // the unfused baseline's prediction
+  double predicted_s = 0;                  // the choice's prediction
+  std::string profile;                     // the profile's name
+  bool profile_validated = false;
+  std::string why;                         // one paragraph in plain words
+};
+
+/// Collective-free and MPI-free: plans for desc.ranks ranks on `profile`. desc must be valid
+/// (Error(invalid_argument) otherwise). Cached: the same arguments return the cached choice.
+PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, const PlannerOptions& options = {});
+
+/// Seed 001's heuristics as a named baseline planner, implemented as written there:
+///   select_schedule(otb, mt): otb·mt < 0.5·ts -> uniform-fused-1d; > 5·ts -> hetero-unfused-1d;
+///   else hetero-fused-1d; and auto_tune(M, K): M/K > 4 -> 1d fused; < 0.25 -> 2d unfused; else
+///   1d unfused. The seed leaves otb, mt and ts undefined; here otb = the GEMM's FLOPs per byte
+///   communicated, mt = its memory traffic (A + B + C bytes) per byte communicated, and
+///   ts = the machine's FLOPs per byte of link bandwidth (peak / bandwidth). select_schedule
+///   picks the data mode, auto_tune the split and fusion; `why` says which rule fired.
+struct HeuristicChoice {
+  Schedule schedule;
+  std::string name;
+  std::string why;
+};
+HeuristicChoice seed_heuristic_schedule(const OpDesc& desc, const MachineProfile& profile);
+
+}  // namespace cofuse
