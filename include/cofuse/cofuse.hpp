@@ -13,4 +13,5 @@
 #include "cofuse/simulate.hpp"
 #include "cofuse/status.hpp"
 #include "cofuse/trace.hpp"
+#include "cofuse/tuning.hpp"
 #include "cofuse/version.hpp"

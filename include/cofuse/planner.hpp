@@ -3,7 +3,8 @@
 //
 // choose_schedule() enumerates the valid schedules (chunk counts 2, 4, 8, 16), predicts each
 // with the simulator on the machine's profile, and returns them all, fastest first, with the
-// choice and a paragraph of reasons. Results are cached per (description, profile, options),
+// choice and a paragraph of reasons. A winner measured on the machine (tuning.hpp) overrides
+// the prediction. Results are cached per (description, profile, options),
 // so a repeated call costs a map lookup.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "cofuse/profile.hpp"
 #include "cofuse/schedule.hpp"
 #include "cofuse/simulate.hpp"
+#include "cofuse/tuning.hpp"
 
 namespace cofuse {
 
@@ -24,6 +26,11 @@ struct PlannerOptions {
   double margin = 0.03;
   std::vector<int> chunk_counts = {2, 4, 8, 16};
   SimOptions sim;
+  /// A tuning database (`cofuse tune`) consulted before the model: a measured winner for this
+  /// machine (the profile's name), ranks, op, layout and shape bucket overrides the prediction.
+  /// Empty: $COFUSE_TUNING_DB, if set. A corrupt or foreign file is ignored with a warning.
+  std::string tuning_db;
+  bool consult_tuning_db = true;  // false: the model only (what `cofuse tune` ranks candidates by)
 };
 
 /// One schedule the planner considered.
@@ -44,6 +51,8 @@ struct PlanChoice {
   std::string profile;                     // the profile's name
   bool profile_validated = false;
   std::string why;                         // one paragraph in plain words
+  bool measured = false;                   // the choice came from the tuning database
+  std::string warning;                     // e.g. why a tuning database was ignored
 };
 
 /// Collective-free and MPI-free: plans for desc.ranks ranks on `profile`. desc must be valid

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <map>
 #include <mutex>
@@ -33,9 +34,12 @@ std::string percent(double fraction) {
 
 // What identifies a planning question: the description, the profile (its JSON is its whole
 // content) and the options.
-std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOptions& o) {
+std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOptions& o, const std::string& db) {
   std::ostringstream key;
-  key << d.to_string() << "|" << to_json(p) << "|" << o.margin << "|" << o.sim.tile_rows;
+  key << d.to_string() << "|" << to_json(p) << "|" << o.margin << "|" << o.sim.tile_rows << "|" << db;
+  // A database that `cofuse tune` rewrote is a new question.
+  std::error_code ec;
+  if (!db.empty()) key << "@" << std::filesystem::last_write_time(db, ec).time_since_epoch().count();
   for (int c : o.chunk_counts) key << "," << c;
   return key.str();
 }
@@ -73,7 +77,9 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   static std::map<std::string, PlanChoice> cache;
   throw_if_error(desc.validate());
   throw_if_error(profile.validate());
-  const std::string key = cache_key(desc, profile, options);
+  const std::string db_path =
+      !options.consult_tuning_db ? std::string() : options.tuning_db.empty() ? default_tuning_db() : options.tuning_db;
+  const std::string key = cache_key(desc, profile, options, db_path);
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -111,6 +117,26 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   c.name = name_of(c.schedule);
   c.predicted_s = worth_it ? best.predicted_s : c.serial_s;
   c.why = explain(desc, c, options);
+  if (!db_path.empty()) {
+    const TuningDb db = TuningDb::load(db_path, &c.warning);
+    if (const auto entry = db.lookup(desc, profile.name)) {
+      double predicted = 0;
+      for (const PlanCandidate& k : c.candidates)
+        if (k.schedule == entry->schedule) predicted = k.predicted_s;
+      c.schedule = entry->schedule;
+      c.name = name_of(entry->schedule);
+      c.predicted_s = predicted;
+      c.measured = true;
+      std::ostringstream why;
+      why << "Measured on this machine: cofuse tune (" << entry->measured_at << ", cofuse " << entry->revision << ") ran "
+          << entry->op << " " << entry->m << "x" << entry->n << "x" << entry->k
+          << (entry->m == desc.m && entry->n == desc.n && entry->k == desc.k ? "" : " (the nearest tuned shape)") << " and "
+          << c.name << " took " << std::fixed << std::setprecision(3) << entry->winner_ms << " ms against serial "
+          << entry->serial_ms << " ms; a measurement outranks the model, which predicted " << ms(predicted)
+          << " for it. The model alone would say: " << c.why;
+      c.why = why.str();
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex);
   return cache.emplace(key, std::move(c)).first->second;
 }

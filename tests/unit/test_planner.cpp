@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 
 #include "cofuse/planner.hpp"
 
@@ -87,6 +89,75 @@ TEST(Planner, SeedHeuristicsFollowTheirRules) {
   EXPECT_EQ(h.schedule.fusion, Fusion::fused);
   EXPECT_EQ(h.schedule.engine, Engine::inline_);
   EXPECT_TRUE(h.schedule.validate_for(d).ok());
+}
+
+}  // namespace
+}  // namespace cofuse
+
+namespace cofuse {
+namespace {
+
+TEST(TuningDb, NearestBucketRoundTripAndCorruptFiles) {
+  const std::string path = ::testing::TempDir() + "cofuse_tuning_test.json";
+  OpDesc d = layer();  // M = 1024: bucket 10
+  TuningEntry e = TuningDb::key_of(d, "made-up");
+  e.schedule = *Schedule::parse("hetero-unfused-1d");
+  e.m = d.m;
+  e.n = d.n;
+  e.k = d.k;
+  e.winner_ms = 1;
+  e.serial_ms = 2;
+  TuningDb db;
+  db.put(e);
+  e.schedule = *Schedule::parse("uniform-fused-1d");
+  db.put(e);  // same key: replaces
+  ASSERT_EQ(db.entries().size(), 1u);
+  db.save(path);
+  std::string warning;
+  const TuningDb back = TuningDb::load(path, &warning);
+  EXPECT_TRUE(warning.empty()) << warning;
+  ASSERT_TRUE(back.lookup(d, "made-up"));
+  EXPECT_EQ(back.lookup(d, "made-up")->schedule, *Schedule::parse("uniform-fused-1d"));
+  EXPECT_FALSE(back.lookup(d, "another-machine"));
+  d.m = 2048;  // one bucket away: the nearest entry
+  EXPECT_TRUE(back.lookup(d, "made-up"));
+  d.m = 8192;  // three buckets away: not trusted, the model decides
+  EXPECT_FALSE(back.lookup(d, "made-up"));
+  d.m = 1024;
+  d.ranks = 8;  // another rank count
+  EXPECT_FALSE(back.lookup(d, "made-up"));
+
+  std::ofstream(path) << "{\"schema\": \"cofuse.tuning/1\", \"entries\": [{\"machine\": 3}]}";
+  const TuningDb bad = TuningDb::load(path, &warning);
+  EXPECT_TRUE(bad.entries().empty());
+  EXPECT_NE(warning.find("ignoring tuning database"), std::string::npos) << warning;
+  std::ofstream(path) << "{\"schema\": \"cofuse.profile/1\"}";
+  warning.clear();
+  TuningDb::load(path, &warning);
+  EXPECT_NE(warning.find("not a cofuse tuning database"), std::string::npos) << warning;
+  std::remove(path.c_str());
+  EXPECT_TRUE(TuningDb::load(path, &warning).entries().empty());  // missing: empty, fine
+}
+
+TEST(Planner, AMeasuredWinnerOutranksTheModel) {
+  const std::string path = ::testing::TempDir() + "cofuse_tuning_planner.json";
+  OpDesc d = layer();
+  d.n = 2048;  // a question no other test asked
+  const MachineProfile p = profile(1.0, 1.0);
+  TuningEntry e = TuningDb::key_of(d, p.name);
+  e.schedule = serial_schedule();
+  TuningDb db;
+  db.put(e);
+  db.save(path);
+  PlannerOptions options;
+  options.tuning_db = path;
+  const PlanChoice c = choose_schedule(d, p, options);
+  EXPECT_TRUE(c.measured);
+  EXPECT_EQ(c.schedule, serial_schedule());
+  EXPECT_NE(c.why.find("Measured on this machine"), std::string::npos) << c.why;
+  options.consult_tuning_db = false;
+  EXPECT_FALSE(choose_schedule(d, p, options).measured);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ struct PlanArgs {
   std::string schedule = "serial";
   bool list = false;
   std::string profile = "this-host-tcp-2gbit";
+  std::string db;
   int top = 12;
   bool json = false;
 };
@@ -26,7 +27,9 @@ struct PlanArgs {
 // --schedule auto: the planner's cost table, its choice, why; and seed 001's heuristic pick.
 int auto_plan(const PlanArgs& args, const OpDesc& d) {
   const MachineProfile profile = load_profile(args.profile);
-  const PlanChoice c = choose_schedule(d, profile);
+  PlannerOptions options;
+  options.tuning_db = args.db;
+  const PlanChoice c = choose_schedule(d, profile, options);
   const HeuristicChoice h = seed_heuristic_schedule(d, profile);
   double heuristic_s = 0;
   for (const PlanCandidate& k : c.candidates)
@@ -39,6 +42,7 @@ int auto_plan(const PlanArgs& args, const OpDesc& d) {
                        {"exposed_comm_ms", k.losses.exposed_comm_s * 1e3}, {"workspace_bytes", k.workspace_bytes}});
     std::cout << nlohmann::ordered_json{{"op", d.to_string()}, {"profile", c.profile}, {"profile_validated", c.profile_validated},
                                         {"choice", c.schedule.to_string()}, {"choice_name", c.name},
+                                        {"measured", c.measured},
                                         {"predicted_ms", c.predicted_s * 1e3}, {"serial_ms", c.serial_s * 1e3},
                                         {"why", c.why}, {"candidates", table},
                                         {"seed_heuristic", {{"schedule", h.schedule.to_string()}, {"name", h.name},
@@ -68,7 +72,9 @@ int auto_plan(const PlanArgs& args, const OpDesc& d) {
   }
   if (shown < int(c.candidates.size()))
     std::cout << "  (" << c.candidates.size() - shown << " more; --top N shows more)\n";
-  std::cout << "choice       " << c.name << ", predicted " << std::setprecision(3) << c.predicted_s * 1e3 << " ms\n"
+  if (!c.warning.empty()) std::cerr << c.warning << "\n";
+  std::cout << "choice       " << c.name << (c.measured ? " (measured by cofuse tune)" : "") << ", predicted "
+            << std::setprecision(3) << c.predicted_s * 1e3 << " ms\n"
             << "why          " << c.why << "\n"
             << "seed 001     " << h.name << ", predicted " << heuristic_s * 1e3 << " ms (" << h.why << ")\n";
   return 0;
@@ -125,6 +131,7 @@ std::function<int()> add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_flag("--json", args->json, "With --schedule auto: one JSON object");
+  plan->add_option("--tuning-db", args->db, "With --schedule auto: a tuning database to consult first (default $COFUSE_TUNING_DB)");
   plan->add_flag("--list", args->list, "List every valid schedule for the op instead");
   return [args] {
     if (args->rank != "all" && std::stoi(args->rank) >= args->ranks) {

@@ -20,6 +20,9 @@ std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv);
 /// Adds `cofuse sim` (no MPI needed).
 std::function<int()> add_sim_command(CLI::App& app);
 
+/// Adds `cofuse tune` (initialises MPI when run).
+std::function<int()> add_tune_command(CLI::App& app);
+
 /// Adds `cofuse report` (no MPI needed).
 std::function<int()> add_report_command(CLI::App& app);
 

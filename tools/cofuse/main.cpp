@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   auto bench_command = cofuse::cli::add_bench_command(app, argc, argv);
   auto report_command = cofuse::cli::add_report_command(app);
   auto sim_command = cofuse::cli::add_sim_command(app);
+  auto tune_command = cofuse::cli::add_tune_command(app);
   auto profile_command = cofuse::cli::add_profile_command(app);
 
   try {
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("bench")) return bench_command();
   if (app.got_subcommand("report")) return report_command();
   if (app.got_subcommand("sim")) return sim_command();
+  if (app.got_subcommand("tune")) return tune_command();
   if (app.got_subcommand("profile")) return profile_command();
   std::cout << app.help();
   return 0;

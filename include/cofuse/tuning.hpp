@@ -1,0 +1,64 @@
+// The tuning database: schedules measured to win on a real machine (`cofuse tune`), which the
+// planner consults before its model. A JSON file (schema cofuse.tuning/1, docs/planner.md).
+//
+// Entries are keyed by machine (the profile's name: the profile describes the machine), rank
+// count, op, dtype, sharded axis, transposes, and a shape bucket: floor(log2) of M, N and K.
+// A shape with no entry of its own takes the entry of the nearest bucket in M with the same N
+// and K buckets (at most one bucket away: schedules change with size, so farther entries are
+// not trusted), else the model decides.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/schedule.hpp"
+
+namespace cofuse {
+
+struct TuningEntry {
+  std::string machine;  // the profile's name
+  int ranks = 0;
+  std::string op, dtype, axis;
+  bool trans_a = false, trans_b = false;
+  int m_bucket = 0, n_bucket = 0, k_bucket = 0;  // floor(log2(size))
+  Schedule schedule;
+  // Provenance: where the verdict came from.
+  int64_t m = 0, n = 0, k = 0;  // the shape measured
+  std::string measured_at;      // UTC time
+  std::string revision;         // cofuse git revision
+  double winner_ms = 0, serial_ms = 0;
+  std::string candidates;       // what was measured, "name=ms; ..."
+};
+
+class TuningDb {
+ public:
+  /// Reads `path`. A missing file is an empty database. A corrupt or foreign file (not JSON,
+  /// another schema, a malformed entry) is ignored: the database is empty and `warning` says
+  /// why, so a bad file never stops a run. Throws nothing.
+  static TuningDb load(const std::string& path, std::string* warning = nullptr);
+
+  /// The measured winner for desc on machine, or nothing (see the bucket rule above).
+  std::optional<TuningEntry> lookup(const OpDesc& desc, const std::string& machine) const;
+
+  /// Adds or replaces the entry of the same key.
+  void put(const TuningEntry& entry);
+
+  /// Writes the database (atomically: a temporary file, then a rename). Throws Error(io).
+  void save(const std::string& path) const;
+
+  const std::vector<TuningEntry>& entries() const { return entries_; }
+
+  /// The key fields of desc, filled into an entry (schedule and provenance left empty).
+  static TuningEntry key_of(const OpDesc& desc, const std::string& machine);
+
+ private:
+  std::vector<TuningEntry> entries_;
+};
+
+/// The database the planner reads when none is given: $COFUSE_TUNING_DB, or "" (none).
+std::string default_tuning_db();
+
+}  // namespace cofuse

@@ -1,0 +1,192 @@
+// `cofuse tune`: measure the planner's best-predicted schedules (and serial) on this machine and
+// write the winners to a tuning database that the planner consults before its model.
+//
+// Flow: parse and expand the cases (no MPI) -> MPI -> ranks agree on the cases -> for each case
+// the model ranks every schedule on --profile; its top K and serial are measured interleaved
+// (bench_measure.hpp: the slowest rank's time, every output checked) -> rank 0 records the
+// winner with its provenance -> the database is written once, at the end.
+#include <mpi.h>
+
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "bench_measure.hpp"
+#include "bench_sweep.hpp"
+#include "cofuse/cofuse.hpp"
+#include "commands.hpp"
+#include "op_data.hpp"
+#include "op_options.hpp"
+#include "progress.hpp"
+
+namespace cofuse::cli {
+
+namespace {
+
+struct TuneArgs {
+  std::string ops = "gemm_ar", axes = "auto", dtypes = "f32", m = "128", n = "2048", k = "2048";
+  bool trans_a = false, trans_b = false;
+  std::string profile = "this-host-shm";
+  std::string db;
+  int top = 3, iters = 10, warmup = 2;
+  bool quiet = false;
+};
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return text;
+}
+
+int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::ostringstream digest;
+  for (const BenchCase& c : cases) digest << c.desc(size).to_string() << ";";
+  agree_values(MPI_COMM_WORLD, "cofuse tune options",
+               {{"cases", int64_t(cases.size())}, {"sweep digest", int64_t(std::hash<std::string>{}(digest.str()) >> 1)},
+                {"top", args.top}, {"iters", args.iters}, {"warmup", args.warmup}});
+  const MachineProfile profile = load_profile(args.profile);
+  std::vector<OpDesc> descs;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const OpDesc d = cases[i].desc(size);
+    if (const Status st = d.validate(); !st.ok())
+      throw Error(ErrorCode::invalid_argument, "case " + std::to_string(i + 1) + ": " + st.message());
+    descs.push_back(d);
+  }
+  std::string warning;
+  TuningDb db = TuningDb::load(args.db, &warning);
+  if (rank == 0 && !warning.empty()) std::cerr << warning << " (starting a new one)\n";
+  PlannerOptions model;
+  model.consult_tuning_db = false;
+  const uint64_t seed = agree_seed("");
+  Progress progress(int(cases.size()), rank != 0 || args.quiet, "tune");
+  bool all_passed = true;
+  if (rank == 0)
+    std::cout << "cofuse tune  " << cases.size() << " case(s) on " << size << " ranks; the model (" << profile.name
+              << ") proposes, " << args.iters << " interleaved iterations decide; database " << args.db << "\n";
+  for (std::size_t i = 0; i < descs.size(); ++i) {
+    const OpDesc& d = descs[i];
+    const PlanChoice plan = choose_schedule(d, profile, model);
+    std::vector<Schedule> top;
+    for (const PlanCandidate& c : plan.candidates)
+      if (c.schedule.overlap != Overlap::none && int(top.size()) < args.top) top.push_back(c.schedule);
+    MeasureSettings settings;
+    settings.iters = args.iters;
+    settings.warmup = args.warmup;
+    progress.update(int(i), 0, d.to_string());
+    const CaseResult r = measure_case(d, top, seed + i, settings,
+                                      [&](double f) { progress.update(int(i), f, d.to_string()); });
+    progress.update(int(i) + 1, 0, d.to_string());
+    const VariantResult* winner = &r.serial();
+    std::ostringstream measured;
+    for (const VariantResult& v : r.variants) {
+      all_passed = all_passed && v.check.passed();
+      if (v.kind == "naive") continue;
+      measured << (measured.tellp() > 0 ? "; " : "") << v.name << "=" << std::fixed << std::setprecision(3)
+               << v.total.median * 1e3;
+      if (v.check.passed() && v.total.median < winner->total.median) winner = &v;
+    }
+    if (rank != 0) continue;
+    progress.finish();
+    TuningEntry e = TuningDb::key_of(d, profile.name);
+    e.schedule = *Schedule::parse(winner->schedule);
+    e.m = d.m;
+    e.n = d.n;
+    e.k = d.k;
+    e.measured_at = utc_now();
+    e.revision = build_info().git_revision;
+    e.winner_ms = winner->total.median * 1e3;
+    e.serial_ms = r.serial().total.median * 1e3;
+    e.candidates = measured.str();
+    db.put(e);
+    std::cout << "\n" << d.to_string() << "\n  measured (ms): " << e.candidates << "\n  model's pick " << plan.name
+              << " (predicted " << std::fixed << std::setprecision(3) << plan.predicted_s * 1e3 << " ms); winner "
+              << winner->name << " " << e.winner_ms << " ms, " << std::setprecision(2) << e.serial_ms / e.winner_ms
+              << "x over serial\n";
+  }
+  progress.finish();
+  int saved = 1;
+  if (rank == 0) {
+    try {
+      db.save(args.db);
+      std::cout << "\nwrote " << args.db << " (" << db.entries().size() << " entries); the planner reads it with "
+                << "COFUSE_TUNING_DB=" << args.db << " or PlannerOptions::tuning_db\n";
+    } catch (const Error& e) {
+      std::cerr << "cofuse tune: error: " << e.what() << std::endl;
+      saved = 0;
+    }
+  }
+  MPI_Bcast(&saved, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return saved && all_passed ? 0 : 1;
+}
+
+}  // namespace
+
+std::function<int()> add_tune_command(CLI::App& app) {
+  auto args = std::make_shared<TuneArgs>();
+  CLI::App* t = app.add_subcommand(
+      "tune", "Measure the planner's best-predicted schedules and serial on this machine (under mpirun) and write\n"
+              "the winners to a tuning database the planner consults first. See docs/planner.md.");
+  t->add_option("--op", args->ops, "Ops (a list)")->capture_default_str();
+  t->add_option("--m", args->m, "Global M values (a list)")->capture_default_str();
+  t->add_option("--n", args->n, "Global N values (a list)")->capture_default_str();
+  t->add_option("--k", args->k, "Global K values (a list)")->capture_default_str();
+  t->add_option("--dtype", args->dtypes, "f32, f64 (a list)")->capture_default_str();
+  t->add_option("--axis", args->axes, "Sharded axes (a list)")->capture_default_str();
+  t->add_flag("--trans-a", args->trans_a, "A is stored transposed");
+  t->add_flag("--trans-b", args->trans_b, "B is stored transposed");
+  t->add_option("--profile", args->profile, "The machine's profile: ranks the candidates and names the machine")
+      ->capture_default_str();
+  t->add_option("--db", args->db, "The tuning database (JSON) to update")->required();
+  t->add_option("--top", args->top, "Best-predicted overlapped schedules to measure beside serial")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  t->add_option("--iters", args->iters, "Timed iterations of each")->check(CLI::PositiveNumber)->capture_default_str();
+  t->add_option("--warmup", args->warmup, "Untimed iterations first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  t->add_flag("--quiet", args->quiet, "No progress on stderr");
+  return [args] {
+    std::vector<BenchCase> cases;
+    try {
+      SweepSpec spec;
+      spec.ops = split_list(args->ops);
+      spec.axes = split_list(args->axes);
+      spec.dtypes = split_list(args->dtypes);
+      spec.m = parse_size_list(args->m, "--m");
+      spec.n = parse_size_list(args->n, "--n");
+      spec.k = parse_size_list(args->k, "--k");
+      spec.trans_a = args->trans_a;
+      spec.trans_b = args->trans_b;
+      cases = expand(spec);
+    } catch (const Error& e) {
+      std::cerr << "cofuse tune: error: " << e.what() << std::endl;
+      return 2;
+    }
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int code = 0;
+    try {
+      code = tune(*args, cases);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::mismatch || e.code() == ErrorCode::invalid_argument || e.code() == ErrorCode::io) {
+        if (rank == 0) std::cerr << "cofuse tune: error: " << e.what() << std::endl;
+        MPI_Finalize();
+        return 1;
+      }
+      std::cerr << "cofuse tune: rank " << rank << ": error: " << e.what() << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    } catch (const std::exception& e) {
+      std::cerr << "cofuse tune: rank " << rank << ": error: " << e.what() << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+    return code;
+  };
+}
+
+}  // namespace cofuse::cli
