@@ -30,6 +30,7 @@ struct TuneArgs {
   std::string profile = "this-host-shm";
   std::string db;
   int top = 3, iters = 10, warmup = 2;
+  double margin = 0.03;  // an overlap must beat serial by this much to be recorded as the winner
   bool quiet = false;
 };
 
@@ -90,6 +91,8 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
                << v.total.median * 1e3;
       if (v.check.passed() && v.total.median < winner->total.median) winner = &v;
     }
+    // A measured lead smaller than run-to-run noise is no lead: serial stays the safe answer.
+    if (winner != &r.serial() && winner->total.median > r.serial().total.median * (1 - args.margin)) winner = &r.serial();
     if (rank != 0) continue;
     progress.finish();
     TuningEntry e = TuningDb::key_of(d, profile.name);
@@ -147,6 +150,10 @@ std::function<int()> add_tune_command(CLI::App& app) {
       ->capture_default_str();
   t->add_option("--iters", args->iters, "Timed iterations of each")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--warmup", args->warmup, "Untimed iterations first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  t->add_option("--margin", args->margin,
+                "An overlapped schedule must beat serial by this fraction to be recorded as the winner (noise guard)")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
   t->add_flag("--quiet", args->quiet, "No progress on stderr");
   return [args] {
     std::vector<BenchCase> cases;
