@@ -29,6 +29,10 @@ struct SimOptions {
   /// Fused schedules: rows of a GEMM between two progress calls, as ExecSettings::tile_rows;
   /// every tile pays the GEMM launch cost, as it does on the CPU.
   int64_t tile_rows = 64;
+  /// Schedules with a progress thread: microseconds between its polls, as ExecSettings::poll_us.
+  /// A message that completes while the thread sleeps is noticed on average poll_us / 2 later,
+  /// which delays whatever depends on it.
+  int poll_us = 200;
 };
 
 /// Where the time goes, for the slowest rank (seconds). G and M are predicted for the serial

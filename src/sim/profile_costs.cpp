@@ -4,8 +4,14 @@
 
 namespace cofuse::detail {
 
-ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused)
-    : profile_(profile), options_(options), ranks_(ranks), dtype_(dtype), fused_(fused) {
+ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused,
+                           bool polled)
+    : profile_(profile),
+      options_(options),
+      ranks_(ranks),
+      dtype_(dtype),
+      fused_(fused),
+      notice_s_(polled ? 0.5e-6 * options.poll_us : 0.0) {
   throw_if_error(profile.validate());
   if (options.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "simulator: tile_rows must be >= 1");
   const NetworkModel& n = profile.network;
@@ -45,7 +51,7 @@ bool ProfileCosts::same_node(int a, int b) const {
 
 double ProfileCosts::latency_seconds(int from, int to) const {
   const NetworkModel& n = profile_.network;
-  return profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s);
+  return notice_s_ + profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s);
 }
 
 void ProfileCosts::links(int from, int to, std::vector<int>& out) const {
@@ -72,7 +78,7 @@ const CollectiveModel& ProfileCosts::model(const Task& t) const {
 }
 
 double ProfileCosts::collective_latency_seconds(const Task& t) const {
-  return profile_.task_overhead_s + model(t).alpha_s;
+  return notice_s_ + profile_.task_overhead_s + model(t).alpha_s;
 }
 
 double ProfileCosts::collective_bus_bytes(const Task& t) const {

@@ -11,8 +11,10 @@ namespace cofuse::detail {
 
 class ProfileCosts : public CostModel {
  public:
-  /// ranks: the number of ranks simulated; fused: the plans' schedule tiles its GEMMs.
-  ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused);
+  /// ranks: the number of ranks simulated; fused: the plans' schedule tiles its GEMMs;
+  /// polled: a progress thread drives its communication (options.poll_us applies).
+  ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused,
+               bool polled = false);
   double compute_seconds(int rank, const Task& task) const override;
   double copy_seconds(int rank, const Task& task) const override;
   double latency_seconds(int from, int to) const override;
@@ -36,6 +38,7 @@ class ProfileCosts : public CostModel {
   int ranks_;
   DType dtype_;
   bool fused_;
+  double notice_s_;  // how late, on average, a completion is noticed
   // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "two_level": the
   // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in.
   std::vector<double> bandwidths_;

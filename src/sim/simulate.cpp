@@ -107,7 +107,8 @@ SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile,
   if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulate_plans: no plans");
   const Plan& first = plans.front();
   const detail::ProfileCosts costs(profile, options, static_cast<int>(plans.size()), first.desc.dtype,
-                                   first.schedule.fusion == Fusion::fused && first.schedule.overlap != Overlap::none);
+                                   first.schedule.fusion == Fusion::fused && first.schedule.overlap != Overlap::none,
+                                   first.schedule.separate_comm_engine());
   return detail::run_engine(std::move(plans), costs);
 }
 
