@@ -3,17 +3,15 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <string>
 
 #include "cofuse/status.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -55,7 +53,7 @@ struct Operand {
 // c[m, n] (row-major, ldc) = op(a)[m, k] * op(b)[k, n], timed into *seconds.
 void blas(DType dtype, int64_t m, int64_t n, int64_t k, const Operand& a, int64_t row_a, const Operand& b, int64_t col_b,
           void* c, int64_t ldc, double* seconds) {
-  const double start = now();
+  const double start = steady_seconds();
   const auto ta = a.trans ? CblasTrans : CblasNoTrans, tb = b.trans ? CblasTrans : CblasNoTrans;
   const int M = to_int(m, "m"), N = to_int(n, "n"), K = to_int(k, "k");
   const int lda = to_int(a.ld, "lda"), ldb = to_int(b.ld, "ldb"), ldC = to_int(ldc, "ldc");
@@ -65,7 +63,7 @@ void blas(DType dtype, int64_t m, int64_t n, int64_t k, const Operand& a, int64_
   else
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, static_cast<const float*>(a.at(row_a, 0)), lda,
                 static_cast<const float*>(b.at(0, col_b)), ldb, 0.0f, static_cast<float*>(c), ldC);
-  *seconds += now() - start;
+  *seconds += steady_seconds() - start;
 }
 
 Operand operand(const void* p, MatrixShape stored, bool trans, DType dtype) {
@@ -124,9 +122,9 @@ Sample GemmAlone::run(const OpBuffers& buffers) {
   const Operand b = operand(buffers.b, s.b, d_.trans_b, d_.dtype);
   void* c = d_.op == OpKind::gemm_rs ? static_cast<void*>(partial_.data()) : buffers.c;
   Sample out;
-  const double start = now();
+  const double start = steady_seconds();
   blas(d_.dtype, g.m, g.n, g.k, a, 0, b, 0, c, g.n, &out.gemm_s);
-  out.total_s = now() - start;
+  out.total_s = steady_seconds() - start;
   return out;
 }
 
@@ -157,7 +155,7 @@ Sample CommAlone::run(const OpBuffers&) {
   const int elem = static_cast<int>(dtype_size(d_.dtype));
   const int whole = static_cast<int>(bytes() / elem), mine = whole / d_.ranks;
   Sample out;
-  const double start = now();
+  const double start = steady_seconds();
   switch (d_.op) {
     case OpKind::ag_gemm: check(MPI_Allgather(send_.data(), mine, t, recv_.data(), mine, t, comm_), "MPI_Allgather"); break;
     case OpKind::gemm_rs:
@@ -165,7 +163,7 @@ Sample CommAlone::run(const OpBuffers&) {
       break;
     case OpKind::gemm_ar: check(MPI_Allreduce(send_.data(), recv_.data(), whole, t, MPI_SUM, comm_), "MPI_Allreduce"); break;
   }
-  out.total_s = out.comm_s = now() - start;
+  out.total_s = out.comm_s = steady_seconds() - start;
   return out;
 }
 
@@ -236,7 +234,7 @@ Sample NaiveOverlap::run_all_gather(const OpBuffers& buffers) {
   const Operand b = operand(buffers.b, s.b, d_.trans_b, d_.dtype);
   auto* c = static_cast<unsigned char*>(buffers.c);
   Sample out;
-  const double start = now();
+  const double start = steady_seconds();
   for (std::size_t j = 0; j < start_.size(); ++j) {
     const int64_t row = start_[j];  // op(A_r)'s piece; rank 0's copy of it in the gathered matrix
     void* recv = const_cast<void*>(g.at(row, 0));
@@ -253,7 +251,7 @@ Sample NaiveOverlap::run_all_gather(const OpBuffers& buffers) {
       blas(d_.dtype, len, Nl, K, g, row, b, 0, c + elem * static_cast<std::size_t>(row * Nl), Nl, &out.gemm_s);
     }
   }
-  out.total_s = now() - start;
+  out.total_s = steady_seconds() - start;
   return out;
 }
 
@@ -268,7 +266,7 @@ Sample NaiveOverlap::run_reduction(const OpBuffers& buffers) {
   auto* c = static_cast<unsigned char*>(buffers.c);
   const MPI_Datatype t = element_type(d_.dtype);
   Sample out;
-  const double start = now();
+  const double start = steady_seconds();
   for (std::size_t j = 0; j < start_.size(); ++j) {
     const int64_t row = start_[j], len = length_[j];
     if (d_.op == OpKind::gemm_ar) {
@@ -291,7 +289,7 @@ Sample NaiveOverlap::run_reduction(const OpBuffers& buffers) {
           "MPI_Ireduce_scatter_block");
   }
   check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-  out.total_s = now() - start;
+  out.total_s = steady_seconds() - start;
   return out;
 }
 

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -12,6 +11,7 @@
 
 #include "cofuse/build_info.hpp"
 #include "cofuse/status.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
@@ -30,14 +30,12 @@ std::string cpu_model() {
   return "unknown";
 }
 
-double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // Median round trip of `reps` ping-pongs of `bytes` between ranks 0 and 1 (seen by rank 0).
 double round_trip(MPI_Comm comm, int rank, std::vector<char>& buffer, int bytes, int reps) {
   std::vector<double> trips;
   for (int i = 0; i < reps; ++i) {
     MPI_Barrier(comm);
-    const double start = seconds();
+    const double start = steady_seconds();
     if (rank == 0) {
       MPI_Send(buffer.data(), bytes, MPI_BYTE, 1, 0, comm);
       MPI_Recv(buffer.data(), bytes, MPI_BYTE, 1, 0, comm, MPI_STATUS_IGNORE);
@@ -45,7 +43,7 @@ double round_trip(MPI_Comm comm, int rank, std::vector<char>& buffer, int bytes,
       MPI_Recv(buffer.data(), bytes, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE);
       MPI_Send(buffer.data(), bytes, MPI_BYTE, 0, 0, comm);
     }
-    trips.push_back(seconds() - start);
+    trips.push_back(steady_seconds() - start);
   }
   std::sort(trips.begin(), trips.end());
   return trips[trips.size() / 2];

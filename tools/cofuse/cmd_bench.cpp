@@ -8,7 +8,6 @@
 #include <mpi.h>
 
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -21,20 +20,20 @@
 #include "bench_sweep.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "mpi_command.hpp"
 #include "op_data.hpp"
 #include "op_options.hpp"
 #include "progress.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
 namespace {
 
 struct BenchArgs {
-  std::string ops = "gemm_ar", axes = "auto", dtypes = "f32";
-  std::string m = "128", n = "2048", k = "2048";
+  ListArgs lists;
   int64_t m_begin = 0, m_end = 0, m_step = 0;
   double m_factor = 2;
-  bool trans_a = false, trans_b = false;
   std::string schedules = "presets";
   std::string sweep_file, label, link;
   std::string seed;
@@ -46,17 +45,10 @@ struct BenchArgs {
 };
 
 std::vector<BenchCase> cases_of(const BenchArgs& args) {
-  SweepSpec spec;
+  SweepSpec spec = sweep_of(args.lists);
   spec.label = args.label;
-  spec.ops = split_list(args.ops);
-  spec.axes = split_list(args.axes);
-  spec.dtypes = split_list(args.dtypes);
-  spec.m = args.m_begin > 0 ? size_range(args.m_begin, args.m_end > 0 ? args.m_end : args.m_begin, args.m_factor, args.m_step)
-                            : parse_size_list(args.m, "--m");
-  spec.n = parse_size_list(args.n, "--n");
-  spec.k = parse_size_list(args.k, "--k");
-  spec.trans_a = args.trans_a;
-  spec.trans_b = args.trans_b;
+  if (args.m_begin > 0)  // a range of M replaces the --m list
+    spec.m = size_range(args.m_begin, args.m_end > 0 ? args.m_end : args.m_begin, args.m_factor, args.m_step);
   spec.schedules = args.schedules;
   return args.sweep_file.empty() ? expand(spec) : load_sweep_file(args.sweep_file, spec);
 }
@@ -93,13 +85,6 @@ std::string layer_of(const OpDesc& d) {
     case OpKind::gemm_ar: return "row-parallel linear, forward (output all-reduced)";
   }
   return "";
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return text;
 }
 
 nlohmann::ordered_json summary_ms(const Summary& s) {
@@ -170,12 +155,6 @@ nlohmann::ordered_json record_of(const RunContext& ctx, const BenchCase& c, int 
       {"machine", ctx.machine},
       {"versions", ctx.versions},
   };
-}
-
-std::string fixed(double value, int digits) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(digits) << value;
-  return o.str();
 }
 
 void print_case(std::ostream& o, const BenchCase& c, int index, int count, const CaseResult& r, const LinkProbe& link) {
@@ -342,28 +321,7 @@ int bench_command(const BenchArgs& args) {
     std::cerr << "cofuse bench: error: " << e.what() << std::endl;
     return 2;
   }
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int exit_code = 0;
-  try {
-    exit_code = bench(args, cases);
-  } catch (const Error& e) {
-    const bool same_everywhere = e.code() == ErrorCode::mismatch || e.code() == ErrorCode::invalid_argument;
-    if (same_everywhere) {
-      if (rank == 0) std::cerr << "cofuse bench: error: " << e.what() << std::endl;
-      MPI_Finalize();
-      return 1;
-    }
-    std::cerr << "cofuse bench: rank " << rank << ": error: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  } catch (const std::exception& e) {
-    std::cerr << "cofuse bench: rank " << rank << ": error: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return exit_code;
+  return run_with_mpi("bench", [&] { return bench(args, cases); });
 }
 
 }  // namespace
@@ -379,21 +337,13 @@ std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv) {
       "Measure a sweep of cases under mpirun: GEMM alone, communication alone, the serial baseline, a naive\n"
       "overlap (non-blocking MPI per piece + BLAS) and cofuse schedules, interleaved; table + records.\n"
       "Sizes are GLOBAL M, N, K (docs/ops.md). Lists are comma-separated. See docs/benchmarks.md.");
-  b->add_option("--op", args->ops, "Ops: ag_gemm, gemm_rs, gemm_ar (a list)")->capture_default_str();
-  b->add_option("--m", args->m, "Global M values (a list); or a range with -b/-e/-f")->capture_default_str();
+  add_list_options(b, args->lists, "; or a range with -b/-e/-f");
   b->add_option("-b,--m-begin", args->m_begin, "Range of M: first value (nccl-tests style)")->check(CLI::PositiveNumber);
   b->add_option("-e,--m-end", args->m_end, "Range of M: last value (inclusive)")->check(CLI::PositiveNumber);
   b->add_option("-f,--m-factor", args->m_factor, "Range of M: multiply by this each step")
       ->check(CLI::Range(1.0001, 1e6))
       ->capture_default_str();
   b->add_option("-i,--m-step", args->m_step, "Range of M: add this each step instead of -f")->check(CLI::PositiveNumber);
-  b->add_option("--n", args->n, "Global N values (a list)")->capture_default_str();
-  b->add_option("--k", args->k, "Global K values (a list)")->capture_default_str();
-  b->add_option("--dtype", args->dtypes, "f32, f64 (a list)")->capture_default_str();
-  b->add_option("--axis", args->axes, "Sharded axes (a list): auto, m, n, k, none; combinations an op cannot take are skipped")
-      ->capture_default_str();
-  b->add_flag("--trans-a", args->trans_a, "A is stored transposed");
-  b->add_flag("--trans-b", args->trans_b, "B is stored transposed");
   b->add_option("--schedules", args->schedules,
                 "cofuse schedules beside the baselines: presets, all, or a ';'-separated list (docs/schedules.md)")
       ->capture_default_str();

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -26,6 +25,7 @@
 #include "commands.hpp"
 #include "profile_measure.hpp"
 #include "progress.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
@@ -41,19 +41,6 @@ struct ProfileArgs {
 struct SameEverywhere : Error {
   using Error::Error;
 };
-
-std::string fixed(double value, int digits) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(digits) << value;
-  return o.str();
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return text;
-}
 
 // Rank 0: refuses early, before any measuring, when --out cannot be written.
 std::string output_problem(const std::string& out) {

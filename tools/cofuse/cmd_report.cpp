@@ -11,6 +11,7 @@
 #include "cofuse/status.hpp"
 #include "commands.hpp"
 #include "report_predict.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
@@ -35,12 +36,8 @@ double number(const json& r, const json::json_pointer& at) {
   return v->is_number() ? v->get<double>() : std::nan("");
 }
 
-std::string fixed(double value, int digits) {
-  if (std::isnan(value)) return "-";
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(digits) << value;
-  return o.str();
-}
+// A table cell: a number, or "-" where a record has none.
+std::string cell(double value, int digits) { return std::isnan(value) ? "-" : fixed(value, digits); }
 
 std::string case_text(const json& r) {
   const json& c = r.at("case");
@@ -55,7 +52,7 @@ std::string link_text(const json& r) {
   const json& link = r.at("machine").at("link");
   std::string text = link.value("description", "?");
   if (text.size() > 40) text = text.substr(0, 39) + "~";
-  if (link.value("measured", false)) text += " (" + fixed(link.value("gbit_per_s", 0.0), 2) + " Gb/s)";
+  if (link.value("measured", false)) text += " (" + cell(link.value("gbit_per_s", 0.0), 2) + " Gb/s)";
   return text;
 }
 
@@ -108,9 +105,9 @@ int report(const ReportArgs& args) {
       rows.push_back({"case", "link", "variant", "T ms", "x serial", "x naive", "eff", "DIL ms", "CIL ms", "error", "ok"});
       for (const json& r : records)
         rows.push_back({case_text(r), link_text(r), r.at("schedule_name").get<std::string>(),
-                        fixed(number(r, P("/times_ms/total/median")), 3), fixed(number(r, P("/metrics/speedup_vs_serial")), 2),
-                        fixed(number(r, P("/metrics/speedup_vs_naive")), 2), fixed(number(r, P("/metrics/overlap_efficiency")), 2),
-                        fixed(number(r, P("/metrics/dil_ms")), 2), fixed(number(r, P("/metrics/cil_ms")), 2),
+                        cell(number(r, P("/times_ms/total/median")), 3), cell(number(r, P("/metrics/speedup_vs_serial")), 2),
+                        cell(number(r, P("/metrics/speedup_vs_naive")), 2), cell(number(r, P("/metrics/overlap_efficiency")), 2),
+                        cell(number(r, P("/metrics/dil_ms")), 2), cell(number(r, P("/metrics/cil_ms")), 2),
                         [&] {
                           std::ostringstream o;
                           o << std::scientific << std::setprecision(1) << number(r, P("/error/rel_error"));
@@ -141,15 +138,15 @@ int report(const ReportArgs& args) {
         const json& any = *cases[key].front();
         const json& shown = best ? *best : any;
         rows.push_back({case_text(any), link_text(any), best ? best->at("schedule_name").get<std::string>() : "(none)",
-                        fixed(number(any, P("/baselines_ms/gemm_alone/median")), 3),
-                        fixed(number(any, P("/baselines_ms/comm_alone/median")), 3),
-                        fixed(number(any, P("/baselines_ms/serial/median")), 3),
-                        fixed(number(any, P("/baselines_ms/naive/median")), 3),
-                        best ? fixed(number(shown, P("/times_ms/total/median")), 3) : "-",
-                        best ? fixed(number(shown, P("/metrics/speedup_vs_serial")), 2) : "-",
-                        best ? fixed(number(shown, P("/metrics/speedup_vs_naive")), 2) : "-",
-                        best ? fixed(number(shown, P("/metrics/overlap_efficiency")), 2) : "-",
-                        best ? fixed(number(shown, P("/metrics/own_overlap_efficiency")), 2) : "-", ok ? "yes" : "FAIL"});
+                        cell(number(any, P("/baselines_ms/gemm_alone/median")), 3),
+                        cell(number(any, P("/baselines_ms/comm_alone/median")), 3),
+                        cell(number(any, P("/baselines_ms/serial/median")), 3),
+                        cell(number(any, P("/baselines_ms/naive/median")), 3),
+                        best ? cell(number(shown, P("/times_ms/total/median")), 3) : "-",
+                        best ? cell(number(shown, P("/metrics/speedup_vs_serial")), 2) : "-",
+                        best ? cell(number(shown, P("/metrics/speedup_vs_naive")), 2) : "-",
+                        best ? cell(number(shown, P("/metrics/overlap_efficiency")), 2) : "-",
+                        best ? cell(number(shown, P("/metrics/own_overlap_efficiency")), 2) : "-", ok ? "yes" : "FAIL"});
       }
     }
   } catch (const json::exception& e) {

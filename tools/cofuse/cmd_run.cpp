@@ -15,6 +15,7 @@
 
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "mpi_command.hpp"
 #include "op_data.hpp"
 #include "op_options.hpp"
 #include "timing.hpp"
@@ -307,37 +308,18 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
 }
 
 int run_command(const RunArgs& args) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const OpDesc d = make_desc(args.op, size);
-  int exit_code = 0;
-  try {
+  return run_with_mpi("run", [&args] {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const OpDesc d = make_desc(args.op, size);
     // Options that decide how many collectives each rank makes must match everywhere.
     agree_values(MPI_COMM_WORLD, "cofuse run options",
                  {{"iters", args.iters}, {"warmup", args.warmup}, {"check", args.check},
                   {"save", !args.save_dir.empty()}, {"trace", !args.trace_path.empty()},
                   {"schedules", !args.schedules.empty()}, {"seed given", !args.seed.empty()}});
-    exit_code = args.schedules.empty() ? run_single(args, d, rank) : run_sweep(args, d, rank);
-  } catch (const Error& e) {
-    // Errors from agreement and validation are identical on every rank: print once.
-    // Any other error is this rank's own: name the rank and stop the whole job so no peer waits.
-    const bool same_everywhere = e.code() == ErrorCode::mismatch || e.code() == ErrorCode::invalid_argument;
-    if (same_everywhere) {
-      if (rank == 0) std::cerr << "cofuse run: error: " << e.what() << std::endl;
-      MPI_Finalize();
-      return 1;
-    }
-    std::cerr << "cofuse run: rank " << rank << ": error: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  } catch (const std::exception& e) {
-    std::cerr << "cofuse run: rank " << rank << ": error: " << e.what() << std::endl;
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  MPI_Finalize();
-  return exit_code;
+    return args.schedules.empty() ? run_single(args, d, rank) : run_sweep(args, d, rank);
+  });
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 // winner with its provenance -> the database is written once, at the end.
 #include <mpi.h>
 
-#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -16,30 +15,24 @@
 #include "bench_sweep.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "mpi_command.hpp"
 #include "op_data.hpp"
 #include "op_options.hpp"
 #include "progress.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
 namespace {
 
 struct TuneArgs {
-  std::string ops = "gemm_ar", axes = "auto", dtypes = "f32", m = "128", n = "2048", k = "2048";
-  bool trans_a = false, trans_b = false;
+  ListArgs lists;
   std::string profile = "this-host-shm";
   std::string db;
   int top = 3, iters = 10, warmup = 2;
   double margin = 0.03;  // an overlap must beat serial by this much to be recorded as the winner
   bool quiet = false;
 };
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return text;
-}
 
 int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   int rank = 0, size = 1;
@@ -134,14 +127,7 @@ std::function<int()> add_tune_command(CLI::App& app) {
   CLI::App* t = app.add_subcommand(
       "tune", "Measure the planner's best-predicted schedules and serial on this machine (under mpirun) and write\n"
               "the winners to a tuning database the planner consults first. See docs/planner.md.");
-  t->add_option("--op", args->ops, "Ops (a list)")->capture_default_str();
-  t->add_option("--m", args->m, "Global M values (a list)")->capture_default_str();
-  t->add_option("--n", args->n, "Global N values (a list)")->capture_default_str();
-  t->add_option("--k", args->k, "Global K values (a list)")->capture_default_str();
-  t->add_option("--dtype", args->dtypes, "f32, f64 (a list)")->capture_default_str();
-  t->add_option("--axis", args->axes, "Sharded axes (a list)")->capture_default_str();
-  t->add_flag("--trans-a", args->trans_a, "A is stored transposed");
-  t->add_flag("--trans-b", args->trans_b, "B is stored transposed");
+  add_list_options(t, args->lists);
   t->add_option("--profile", args->profile, "The machine's profile: ranks the candidates and names the machine")
       ->capture_default_str();
   t->add_option("--db", args->db, "The tuning database (JSON) to update")->required();
@@ -158,41 +144,14 @@ std::function<int()> add_tune_command(CLI::App& app) {
   return [args] {
     std::vector<BenchCase> cases;
     try {
-      SweepSpec spec;
-      spec.ops = split_list(args->ops);
-      spec.axes = split_list(args->axes);
-      spec.dtypes = split_list(args->dtypes);
-      spec.m = parse_size_list(args->m, "--m");
-      spec.n = parse_size_list(args->n, "--n");
-      spec.k = parse_size_list(args->k, "--k");
-      spec.trans_a = args->trans_a;
-      spec.trans_b = args->trans_b;
-      cases = expand(spec);
+      cases = expand(sweep_of(args->lists));
     } catch (const Error& e) {
       std::cerr << "cofuse tune: error: " << e.what() << std::endl;
       return 2;
     }
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    int code = 0;
-    try {
-      code = tune(*args, cases);
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::mismatch || e.code() == ErrorCode::invalid_argument || e.code() == ErrorCode::io) {
-        if (rank == 0) std::cerr << "cofuse tune: error: " << e.what() << std::endl;
-        MPI_Finalize();
-        return 1;
-      }
-      std::cerr << "cofuse tune: rank " << rank << ": error: " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    } catch (const std::exception& e) {
-      std::cerr << "cofuse tune: rank " << rank << ": error: " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Finalize();
-    return code;
+    // A profile or database that cannot be read fails alike on every rank (they read the same files).
+    return run_with_mpi("tune", [&] { return tune(*args, cases); },
+                        {ErrorCode::mismatch, ErrorCode::invalid_argument, ErrorCode::io});
   };
 }
 

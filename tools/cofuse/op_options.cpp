@@ -20,6 +20,31 @@ void add_op_options(CLI::App* app, OpArgs& args) {
       ->capture_default_str();
 }
 
+void add_list_options(CLI::App* app, ListArgs& args, const std::string& m_note) {
+  app->add_option("--op", args.ops, "Ops: ag_gemm, gemm_rs, gemm_ar (a list)")->capture_default_str();
+  app->add_option("--m", args.m, "Global M values (a list)" + m_note)->capture_default_str();
+  app->add_option("--n", args.n, "Global N values (a list)")->capture_default_str();
+  app->add_option("--k", args.k, "Global K values (a list)")->capture_default_str();
+  app->add_option("--dtype", args.dtypes, "f32, f64 (a list)")->capture_default_str();
+  app->add_option("--axis", args.axes, "Sharded axes (a list): auto, m, n, k, none; combinations an op cannot take are skipped")
+      ->capture_default_str();
+  app->add_flag("--trans-a", args.trans_a, "A is stored transposed");
+  app->add_flag("--trans-b", args.trans_b, "B is stored transposed");
+}
+
+SweepSpec sweep_of(const ListArgs& args) {
+  SweepSpec spec;
+  spec.ops = split_list(args.ops);
+  spec.axes = split_list(args.axes);
+  spec.dtypes = split_list(args.dtypes);
+  spec.m = parse_size_list(args.m, "--m");
+  spec.n = parse_size_list(args.n, "--n");
+  spec.k = parse_size_list(args.k, "--k");
+  spec.trans_a = args.trans_a;
+  spec.trans_b = args.trans_b;
+  return spec;
+}
+
 OpDesc make_desc(const OpArgs& args, int ranks) {
   OpDesc d;
   d.op = *parse_op(args.op);

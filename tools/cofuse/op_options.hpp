@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "bench_sweep.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/schedule.hpp"
 
@@ -18,6 +19,21 @@ struct OpArgs {
   bool trans_a = false, trans_b = false;
   std::string axis = "auto";
 };
+
+/// The same options as lists, for the subcommands that sweep (bench, tune): comma-separated.
+struct ListArgs {
+  std::string ops = "gemm_ar", axes = "auto", dtypes = "f32";
+  std::string m = "128", n = "2048", k = "2048";  // seed 000's worked example
+  bool trans_a = false, trans_b = false;
+};
+
+/// Registers --op --m --n --k --dtype --axis --trans-a --trans-b as lists; m_note is added to
+/// the help of --m.
+void add_list_options(CLI::App* app, ListArgs& args, const std::string& m_note = "");
+
+/// The sweep those lists describe (schedules and label left at their defaults). Throws
+/// Error(invalid_argument) naming the option for a malformed size list.
+SweepSpec sweep_of(const ListArgs& args);
 
 /// Registers --op --m --n --k --dtype --trans-a --trans-b --axis on a subcommand.
 void add_op_options(CLI::App* app, OpArgs& args);

@@ -59,7 +59,7 @@ class Exchanger {
         const int mine = stop_.load() ? 1 : 0;
         std::memcpy(send_.data(), &mine, sizeof mine);
         MPI_Request requests[2];
-        const double t0 = profile_now();
+        const double t0 = steady_seconds();
         mpi_check(MPI_Irecv(recv_.data(), kExchangeBytes, MPI_BYTE, peer_, 11, pair_, &requests[0]), "MPI_Irecv");
         mpi_check(MPI_Isend(send_.data(), kExchangeBytes, MPI_BYTE, peer_, 11, pair_, &requests[1]), "MPI_Isend");
         for (int done = 0;;) {
@@ -67,7 +67,7 @@ class Exchanger {
           if (done) break;
           std::this_thread::sleep_for(kPoll);
         }
-        spans_.emplace_back(t0, profile_now());
+        spans_.emplace_back(t0, steady_seconds());
         if (t0 >= window_start_) ++in_window_;
         int theirs = 0;
         std::memcpy(&theirs, recv_.data(), sizeof theirs);
@@ -94,9 +94,9 @@ struct Gemm {
   std::vector<float> a = std::vector<float>(std::size_t(kM) * kK, 0.75f), b = std::vector<float>(std::size_t(kK) * kN, 0.5f),
                      c = std::vector<float>(std::size_t(kM) * kN, 0.0f);
   double timed() {
-    const double t0 = profile_now();
+    const double t0 = steady_seconds();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kM, kN, kK, 1.0f, a.data(), kK, b.data(), kN, 0.0f, c.data(), kN);
-    return profile_now() - t0;
+    return steady_seconds() - t0;
   }
 };
 
@@ -135,9 +135,9 @@ ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const P
       // Exchanges alone: the main thread sleeps, as it would with nothing to multiply. The
       // first exchange of a round is a warm-up (the peer may still be multiplying).
       mpi_check(MPI_Barrier(pair), "MPI_Barrier");
-      double start = profile_now();
+      double start = steady_seconds();
       exchanger.start(start);
-      while (exchanger.in_window() < exchanges + 1 && !exchanger.finished() && profile_now() - start < cap_s)
+      while (exchanger.in_window() < exchanges + 1 && !exchanger.finished() && steady_seconds() - start < cap_s)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       exchanger.stop();
       add_durations(exchanger.spans(), exchanger.spans().front().second, 1e300, exchange_alone);
@@ -145,12 +145,12 @@ ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const P
       // Both together: GEMMs until enough of them ran and enough exchanges ran entirely beside them.
       mpi_check(MPI_Barrier(pair), "MPI_Barrier");
       const std::size_t before = gemm_busy.size();
-      start = profile_now();
+      start = steady_seconds();
       exchanger.start(start);
       while ((gemm_busy.size() - before < std::size_t(gemms) || exchanger.in_window() < exchanges) &&
-             !exchanger.finished() && profile_now() - start < cap_s)
+             !exchanger.finished() && steady_seconds() - start < cap_s)
         gemm_busy.push_back(gemm.timed());
-      const double end = profile_now();
+      const double end = steady_seconds();
       exchanger.stop();
       add_durations(exchanger.spans(), start, end, exchange_busy);
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cofuse/profile.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
@@ -28,8 +29,6 @@ using ProfileProgress = std::function<void(double, const std::string&)>;
 
 // --- the timing loop (profile_timing.cpp) ---
 
-/// Seconds on a monotonic clock.
-double profile_now();
 
 /// One thing to time: a call, and how long a sample of it must last at least (short calls are
 /// batched so the clock's resolution and the barrier before a sample do not count).

@@ -1,15 +1,13 @@
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <string>
 
 #include "cofuse/status.hpp"
 #include "profile_measure.hpp"
 #include "timing.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
-
-double profile_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
                                      const ProfileProgress& progress) {
@@ -20,9 +18,9 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
   for (std::size_t i = 0; i < count; ++i) {
     progress(0, timed[i].name + " (warm-up)");
     mpi_check(MPI_Barrier(comm), "MPI_Barrier");
-    const double t0 = profile_now();
+    const double t0 = steady_seconds();
     timed[i].call();
-    estimate[i] = profile_now() - t0;
+    estimate[i] = steady_seconds() - t0;
   }
   mpi_check(MPI_Allreduce(estimate.data(), slowest.data(), int(count), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
   std::vector<int> batch(count);
@@ -34,9 +32,9 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
     progress(double(pass) / passes, "pass " + std::to_string(pass + 1) + "/" + std::to_string(passes));
     for (std::size_t i = 0; i < count; ++i) {
       mpi_check(MPI_Barrier(comm), "MPI_Barrier");
-      const double t0 = profile_now();
+      const double t0 = steady_seconds();
       for (int j = 0; j < batch[i]; ++j) timed[i].call();
-      samples[i * passes + pass] = (profile_now() - t0) / batch[i];
+      samples[i * passes + pass] = (steady_seconds() - t0) / batch[i];
     }
   }
   mpi_check(MPI_Allreduce(samples.data(), worst.data(), int(samples.size()), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");

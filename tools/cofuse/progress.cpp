@@ -1,16 +1,14 @@
 #include "progress.hpp"
+#include "text.hpp"
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <utility>
 
 namespace cofuse::cli {
 
 namespace {
-
-double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string clock_text(double s) {
   const int t = static_cast<int>(s + 0.5);
@@ -22,13 +20,13 @@ std::string clock_text(double s) {
 }  // namespace
 
 Progress::Progress(int total, bool quiet, std::string command, std::string unit)
-    : total_(total < 1 ? 1 : total), command_(std::move(command)), unit_(std::move(unit)), quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0), start_(seconds()) {}
+    : total_(total < 1 ? 1 : total), command_(std::move(command)), unit_(std::move(unit)), quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0), start_(steady_seconds()) {}
 
 Progress::~Progress() { finish(); }
 
 void Progress::update(int done, double fraction, const std::string& what) {
   if (quiet_) return;
-  const double now = seconds(), elapsed = now - start_;
+  const double now = steady_seconds(), elapsed = now - start_;
   const double part = (done + fraction) / total_;
   const std::string eta = part > 0.02 ? clock_text(elapsed / part - elapsed) : "?";
   if (!tty_) {

@@ -8,6 +8,9 @@
 #include <sstream>
 
 #include "cofuse/cofuse.hpp"
+#include "text.hpp"
+#include "timing.hpp"
+#include "text.hpp"
 
 namespace cofuse::cli {
 
@@ -27,19 +30,6 @@ OpDesc desc_of(const json& c) {
   d.trans_b = c.at("trans_b").get<bool>();
   d.ranks = c.at("ranks").get<int>();
   return d;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string fixed(double value, int digits) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(digits) << value;
-  return o.str();
 }
 
 }  // namespace
@@ -80,8 +70,8 @@ int print_predictions(const std::vector<json>& records, const std::string& profi
     return 1;
   }
   for (const auto& [link, e] : errors)
-    std::cout << "median |error| " << fixed(median(e) * 100, 1) << "% over " << e.size() << " runs on: " << link << "\n";
-  std::cout << "median |error| " << fixed(median(all) * 100, 1) << "% over all " << all.size() << " runs\n";
+    std::cout << "median |error| " << fixed(summarize(e).median * 100, 1) << "% over " << e.size() << " runs on: " << link << "\n";
+  std::cout << "median |error| " << fixed(summarize(all).median * 100, 1) << "% over all " << all.size() << " runs\n";
   return 0;
 }
 

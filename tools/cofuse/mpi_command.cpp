@@ -1,0 +1,35 @@
+#include "mpi_command.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <iostream>
+
+namespace cofuse::cli {
+
+int run_with_mpi(const std::string& command, const std::function<int()>& body,
+                 std::initializer_list<ErrorCode> same_everywhere) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int exit_code = 0;
+  try {
+    exit_code = body();
+  } catch (const Error& e) {
+    if (std::find(same_everywhere.begin(), same_everywhere.end(), e.code()) != same_everywhere.end()) {
+      if (rank == 0) std::cerr << "cofuse " << command << ": error: " << e.what() << std::endl;
+      MPI_Finalize();
+      return 1;
+    }
+    std::cerr << "cofuse " << command << ": rank " << rank << ": error: " << e.what() << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  } catch (const std::exception& e) {
+    std::cerr << "cofuse " << command << ": rank " << rank << ": error: " << e.what() << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return exit_code;
+}
+
+}  // namespace cofuse::cli
