@@ -3,13 +3,14 @@
   1. the model planner's pick (`cofuse plan --schedule auto` on a profile measured just before),
      the tuned pick (the same after `cofuse tune` measured the model's top 3 beside serial), and
      seed 001's heuristic pick;
-  2. every valid schedule (chunks 2, 4, 8) plus both picks, measured with `cofuse bench`
-     (interleaved, slowest rank, medians);
+  2. every valid schedule (chunks 2, 4, 8) plus the picks, measured with `cofuse bench`
+     (interleaved, slowest rank, medians) REPEATS times, each a separate job; a schedule's time
+     is the median of its REPEATS medians (this host's speed drifts between jobs);
   3. per planner: is its pick within 5% of the exhaustive best, its regret (pick / best - 1),
      and is it slower than serial (by more than 3%)?
 Prints a table per case and a summary; writes the records and the profile to OUT.
 
-  bench/planner_eval.py shm|tcp OUT_DIR [ITERS]
+  bench/planner_eval.py shm|tcp OUT_DIR [ITERS] [REPEATS]
 (tcp runs under bench/netlab at 2 Gbit/s per rank; needs root)
 """
 import json
@@ -45,6 +46,7 @@ def run(command):
 def main():
     link, out = sys.argv[1], sys.argv[2]
     iters = sys.argv[3] if len(sys.argv) > 3 else "5"
+    repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     os.makedirs(out, exist_ok=True)
     profile = os.path.join(out, f"profile-{link}.json")
     records = os.path.join(out, f"planner-{link}.jsonl")
@@ -70,16 +72,18 @@ def main():
         tuned = json.loads(run(f"{COFUSE} plan {shape} --ranks 2 --schedule auto --profile {profile} --tuning-db {tuning} --json"))
         picks = {"model": plan["choice"], "tuned": tuned["choice"], "seed": plan["seed_heuristic"]["schedule"]}
         everything = ";".join(dict.fromkeys(schedules + list(picks.values())))
-        run(launcher(link) + f"{COFUSE} bench {shape} --schedules '{everything}' --iters {iters} --warmup 1 --quiet "
-            f"{link_option} --records {records} --json >/dev/null")
-        measured = {}
+        for _ in range(repeats):
+            run(launcher(link) + f"{COFUSE} bench {shape} --schedules '{everything}' --iters {iters} --warmup 1 --quiet "
+                f"{link_option} --records {records} --json >/dev/null")
+        runs = {}
         with open(records) as f:
             for line in f:
                 r = json.loads(line)
                 c = r["case"]
                 if (c["op"], c["m"], c["n"], c["k"]) != (op, m, n, k) or r["variant"] == "naive":
                     continue
-                measured[r["schedule"]] = r["times_ms"]["total"]["median"]
+                runs.setdefault(r["schedule"], []).append(r["times_ms"]["total"]["median"])
+        measured = {s: statistics.median(t) for s, t in runs.items()}
         serial = measured[next(s for s in measured if s.startswith("overlap=none"))]
         best_schedule = min(measured, key=measured.get)
         best = measured[best_schedule]

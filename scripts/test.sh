@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
 source scripts/env.sh
 
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=thread -DCOFUSE_BUILD_BENCH=OFF
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=thread -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-tsan --target cofuse_mpi_tests
 (cd build-tsan && ctest --output-on-failure -L tsan)
 

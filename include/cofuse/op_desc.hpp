@@ -27,7 +27,9 @@
 namespace cofuse {
 
 enum class OpKind { ag_gemm, gemm_rs, gemm_ar };
-enum class DType { f32, f64 };
+/// Element types. bf16 and f16 run on the CUDA executor only (fp32 accumulation, fp32
+/// reductions); the CPU executor runs f32 and f64.
+enum class DType { f32, f64, bf16, f16 };
 /// The sharded axis: ag_gemm gathers along m or k; gemm_rs scatters along m or n;
 /// gemm_ar has none (its output is replicated).
 enum class Axis { none, m, n, k };
@@ -38,7 +40,7 @@ const char* to_string(Axis axis);  // "none", "m", "n", "k"
 
 /// Parse "ag_gemm" | "gemm_rs" | "gemm_ar"; nullopt for anything else.
 std::optional<OpKind> parse_op(std::string_view text);
-/// Parse "f32" | "f64" (also "float" | "double"); nullopt for anything else.
+/// Parse "f32" | "f64" | "bf16" | "f16" (also "float", "double", "half", "fp16"); nullopt otherwise.
 std::optional<DType> parse_dtype(std::string_view text);
 /// Parse "none" | "m" | "n" | "k"; nullopt for anything else.
 std::optional<Axis> parse_axis(std::string_view text);
@@ -97,7 +99,8 @@ struct OpDesc {
 
 /// Relative Frobenius error a correct result stays under, for inputs uniform in [-1, 1]:
 /// a few ulps of the dtype times sqrt(k) (the rounding of a length-k dot product grows
-/// like sqrt(k)). Garbage gives errors near 1, far above it.
+/// like sqrt(k)). bf16 and f16 (fp32 accumulation): 4 epsilons of the dtype, the rounding of
+/// the output and of partial sums. Garbage gives errors near 1, far above it.
 double tolerance(DType dtype, int64_t k);
 
 }  // namespace cofuse

@@ -24,8 +24,9 @@ struct GemmPoint {
 struct ComputeModel {
   double peak_gflops_f32 = 0;  // per rank, dense GEMM peak
   double peak_gflops_f64 = 0;
+  double peak_gflops_16 = 0;   // bf16 / f16 with fp32 accumulation; 0 = as f32 (no 16-bit units)
   /// Measured f32 rates. When not empty, a GEMM's rate is taken from the nearest measured
-  /// shape (distance in log m, log n, log k), scaled by peak_f64 / peak_f32 for f64.
+  /// shape (distance in log m, log n, log k), scaled by peak_f64 / peak_f32 for f64 (and peak_16 / peak_f32 for bf16, f16).
   std::vector<GemmPoint> measured;
   /// Otherwise a roofline with tile and wave quantisation: the GEMM is cut into
   /// ceil(m/tile_m)·ceil(n/tile_n) tiles run `units` at a time, each at peak·efficiency / units,
@@ -41,9 +42,18 @@ struct ComputeModel {
 /// One library collective's speed: time = alpha_s + bytes · factor / (busbw_GBps · 1e9), where
 /// bytes is the whole gathered or reduced matrix and factor the nccl-tests bus factor
 /// ((P-1)/P for all-gather and reduce-scatter, 2(P-1)/P for all-reduce).
+///
+/// Overlapped schedules call the non-blocking collective (MPI_Iallreduce...), which a library
+/// may run with other algorithms than the blocking one and which moves only when polled: Open
+/// MPI's libnbc over TCP measured about half the blocking speed here. nonblocking_* describe
+/// that call, progressed by polling every SimOptions::poll_us, with the average wait to notice
+/// its completion (poll_us / 2) taken out of nonblocking_alpha_s because the simulator adds it.
+/// nonblocking_busbw_GBps = 0 means "as the blocking call" (datasheet profiles: NCCL has one).
 struct CollectiveModel {
   double alpha_s = 0;
   double busbw_GBps = 0;
+  double nonblocking_alpha_s = 0;
+  double nonblocking_busbw_GBps = 0;
 };
 
 /// How ranks are connected.

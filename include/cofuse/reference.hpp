@@ -12,6 +12,7 @@
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"
+#include "cofuse/random.hpp"
 
 namespace cofuse {
 
@@ -45,8 +46,5 @@ class Reference {
 /// comm: any communicator with desc.ranks ranks (the caller's own is fine).
 CheckResult check_against_reference(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm);
 
-/// Fills n elements of dtype at data with values uniform in [-1, 1) from a deterministic
-/// generator: the same (seed, stream) always gives the same values. Never zeros.
-void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream);
 
 }  // namespace cofuse

@@ -17,6 +17,7 @@ enum class ErrorCode {
   mismatch,          // ranks disagree about an operation, or a buffer does not fit it
   mpi,               // an MPI call returned an error
   io,                // a file could not be read or written
+  device,            // a CUDA, cuBLASLt or NCCL call failed (the message names the call)
   internal,          // a bug in cofuse: please report it
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cofuse/status.hpp"
+#include "common/half.hpp"
 #include "comm/mpi_util.hpp"
 
 namespace cofuse {
@@ -16,8 +17,13 @@ namespace cofuse {
 namespace {
 
 double load(DType dtype, const void* data, int64_t index) {
-  return dtype == DType::f64 ? static_cast<const double*>(data)[index]
-                             : static_cast<double>(static_cast<const float*>(data)[index]);
+  switch (dtype) {
+    case DType::f64: return static_cast<const double*>(data)[index];
+    case DType::bf16: return detail::bf16_to_float(static_cast<const uint16_t*>(data)[index]);
+    case DType::f16: return detail::f16_to_float(static_cast<const uint16_t*>(data)[index]);
+    case DType::f32: break;
+  }
+  return static_cast<const float*>(data)[index];
 }
 
 // A dense row-major matrix of doubles.
@@ -163,21 +169,6 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
 
 CheckResult check_against_reference(const OpDesc& d, const OpBuffers& buf, MPI_Comm comm) {
   return Reference(d, buf.a, buf.b, comm).check(buf.c, buf.gathered, comm);
-}
-
-void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream) {
-  // splitmix64 over (seed, stream, index): reproducible, independent of the C++ library's
-  // distributions, so a seed printed by a failing run reproduces it anywhere.
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull ^ (stream + 1) * 0xBF58476D1CE4E5B9ull;
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const double value = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
-    if (dtype == DType::f64) static_cast<double*>(data)[i] = value;
-    else static_cast<float*>(data)[i] = static_cast<float>(value);
-  }
 }
 
 }  // namespace cofuse

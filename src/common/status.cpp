@@ -10,6 +10,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::mpi: return "mpi";
     case ErrorCode::io: return "io";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::device: return "device";
   }
   return "unknown";
 }

@@ -52,6 +52,9 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
   if (s.engine == Engine::ce || s.engine == Engine::sm)
     throw Error(ErrorCode::invalid_argument, std::string("engine=") + to_string(s.engine) +
                                                  " is a GPU engine; the CPU executor runs engine=thread or engine=inline");
+  if (plan_.desc.dtype != DType::f32 && plan_.desc.dtype != DType::f64)
+    throw Error(ErrorCode::invalid_argument, std::string("dtype ") + to_string(plan_.desc.dtype) +
+                                                 " runs on the CUDA executor (cofuse/cuda.hpp); the CPU executor runs f32 and f64");
   if (settings_.poll_us < 0) throw Error(ErrorCode::invalid_argument, "poll_us must be >= 0");
   if (settings_.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "tile_rows must be >= 1");
   threaded_ = s.separate_comm_engine();

@@ -20,6 +20,8 @@ const char* to_string(DType dtype) {
   switch (dtype) {
     case DType::f32: return "f32";
     case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
   }
   return "unknown_dtype";
 }
@@ -43,6 +45,8 @@ std::optional<OpKind> parse_op(std::string_view text) {
 std::optional<DType> parse_dtype(std::string_view text) {
   if (text == "f32" || text == "float") return DType::f32;
   if (text == "f64" || text == "double") return DType::f64;
+  if (text == "bf16") return DType::bf16;
+  if (text == "f16" || text == "fp16" || text == "half") return DType::f16;
   return std::nullopt;
 }
 
@@ -52,7 +56,15 @@ std::optional<Axis> parse_axis(std::string_view text) {
   return std::nullopt;
 }
 
-std::size_t dtype_size(DType dtype) { return dtype == DType::f64 ? 8 : 4; }
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return 8;
+    case DType::f32: return 4;
+    case DType::bf16:
+    case DType::f16: return 2;
+  }
+  return 4;
+}
 
 Axis default_axis(OpKind op) { return op == OpKind::gemm_ar ? Axis::none : Axis::m; }
 
@@ -192,8 +204,11 @@ std::string OpDesc::to_string() const {
 }
 
 double tolerance(DType dtype, int64_t k) {
-  const double eps = dtype == DType::f64 ? std::numeric_limits<double>::epsilon()
-                                         : std::numeric_limits<float>::epsilon();
+  // 16-bit types accumulate in fp32, so the error is the rounding of the output (and of the
+  // partial sums that travel) to the dtype: a few of its epsilons, whatever k is.
+  if (dtype == DType::bf16) return 4.0 * 0x1.0p-7;
+  if (dtype == DType::f16) return 4.0 * 0x1.0p-10;
+  const double eps = dtype == DType::f64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
   return 8.0 * eps * (std::sqrt(double(k)) + 4.0);
 }
 

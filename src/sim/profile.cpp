@@ -79,10 +79,19 @@ void read_collective(const json* j, const std::string& origin, const std::string
   Fields f(*j, origin, path);
   f.number("alpha_s", c.alpha_s);
   f.number("busbw_GBps", c.busbw_GBps);
+  f.number("nonblocking_alpha_s", c.nonblocking_alpha_s);
+  f.number("nonblocking_busbw_GBps", c.nonblocking_busbw_GBps);
   f.done();
 }
 
-json collective_json(const CollectiveModel& c) { return {{"alpha_s", c.alpha_s}, {"busbw_GBps", c.busbw_GBps}}; }
+json collective_json(const CollectiveModel& c) {
+  json j = {{"alpha_s", c.alpha_s}, {"busbw_GBps", c.busbw_GBps}};
+  if (c.nonblocking_busbw_GBps > 0) {
+    j["nonblocking_alpha_s"] = c.nonblocking_alpha_s;
+    j["nonblocking_busbw_GBps"] = c.nonblocking_busbw_GBps;
+  }
+  return j;
+}
 
 std::filesystem::path source_profiles() { return COFUSE_SOURCE_PROFILES_DIR; }
 std::filesystem::path installed_profiles() { return COFUSE_INSTALL_PROFILES_DIR; }
@@ -93,6 +102,7 @@ Status MachineProfile::validate() const {
   auto fail = [&](const std::string& m) { return Status(ErrorCode::invalid_argument, "profile " + name + ": " + m); };
   if (compute.peak_gflops_f32 <= 0) return fail("compute.peak_gflops_f32 must be > 0");
   if (compute.peak_gflops_f64 <= 0) return fail("compute.peak_gflops_f64 must be > 0");
+  if (compute.peak_gflops_16 < 0) return fail("compute.peak_gflops_16 must be >= 0 (0: as f32)");
   if (compute.tile_m < 1 || compute.tile_n < 1 || compute.units < 1) return fail("compute.tile_m, tile_n and units must be >= 1");
   if (!(compute.efficiency > 0 && compute.efficiency <= 1)) return fail("compute.efficiency must be in (0, 1]");
   if (compute.memory_GBps <= 0) return fail("compute.memory_GBps must be > 0");
@@ -106,7 +116,8 @@ Status MachineProfile::validate() const {
   if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
     return fail("two_level needs network.ranks_per_node >= 1 and network.inter_bandwidth_GBps > 0");
   for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
-    if (c->busbw_GBps <= 0 || c->alpha_s < 0) return fail("every collective needs busbw_GBps > 0 and alpha_s >= 0");
+    if (c->busbw_GBps <= 0 || c->alpha_s < 0 || c->nonblocking_busbw_GBps < 0 || c->nonblocking_alpha_s < 0)
+      return fail("every collective needs busbw_GBps > 0 and alpha_s, nonblocking_alpha_s, nonblocking_busbw_GBps >= 0");
   if (!(contention.gemm_rate_while_comm > 0 && contention.gemm_rate_while_comm <= 1) ||
       !(contention.comm_rate_while_gemm > 0 && contention.comm_rate_while_gemm <= 1))
     return fail("contention rates must be in (0, 1]");
@@ -134,6 +145,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       Fields f(*c, origin, "compute");
       f.number("peak_gflops_f32", p.compute.peak_gflops_f32, true);
       f.number("peak_gflops_f64", p.compute.peak_gflops_f64, true);
+      f.number("peak_gflops_16", p.compute.peak_gflops_16);
       f.integer("tile_m", p.compute.tile_m);
       f.integer("tile_n", p.compute.tile_n);
       f.integer("units", p.compute.units);
@@ -204,6 +216,7 @@ std::string to_json(const MachineProfile& p) {
       {"validated", p.validated},
       {"task_overhead_s", p.task_overhead_s},
       {"compute", {{"peak_gflops_f32", p.compute.peak_gflops_f32}, {"peak_gflops_f64", p.compute.peak_gflops_f64},
+                   {"peak_gflops_16", p.compute.peak_gflops_16},
                    {"tile_m", p.compute.tile_m}, {"tile_n", p.compute.tile_n}, {"units", p.compute.units},
                    {"efficiency", p.compute.efficiency}, {"memory_GBps", p.compute.memory_GBps},
                    {"launch_s", p.compute.launch_s}, {"measured", measured}}},
@@ -234,8 +247,8 @@ std::vector<std::string> builtin_profiles() {
 
 MachineProfile load_profile(const std::string& name_or_path) {
   std::vector<std::filesystem::path> tried;
-  const bool looks_like_path = name_or_path.find('/') != std::string::npos || name_or_path.size() > 5 &&
-                               name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0;
+  const bool looks_like_path = name_or_path.find('/') != std::string::npos || (name_or_path.size() > 5 &&
+                               name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
   if (looks_like_path) tried.push_back(name_or_path);
   else tried = {installed_profiles() / (name_or_path + ".json"), source_profiles() / (name_or_path + ".json")};
   for (const auto& path : tried) {
@@ -259,7 +272,10 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
   const ComputeModel& c = p.compute;
   if (m <= 0 || n <= 0 || k <= 0) return c.launch_s;  // an empty GEMM costs only its call
   const double flops = 2.0 * double(m) * double(n) * double(k);
-  const double dtype_scale = dtype == DType::f64 ? c.peak_gflops_f64 / c.peak_gflops_f32 : 1.0;
+  const bool half = dtype == DType::bf16 || dtype == DType::f16;
+  const double dtype_scale = dtype == DType::f64          ? c.peak_gflops_f64 / c.peak_gflops_f32
+                             : half && c.peak_gflops_16 > 0 ? c.peak_gflops_16 / c.peak_gflops_f32
+                                                           : 1.0;
   double gflops = 0;
   if (!c.measured.empty()) {
     // The nearest measured shape in log space: GEMM efficiency varies with the logarithm of a size.

@@ -4,13 +4,18 @@
 
 namespace cofuse::detail {
 
+namespace {
+bool uses_nonblocking(const CollectiveModel& m, bool nonblocking) { return nonblocking && m.nonblocking_busbw_GBps > 0; }
+}  // namespace
+
 ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused,
-                           bool polled)
+                           bool polled, bool nonblocking)
     : profile_(profile),
       options_(options),
       ranks_(ranks),
       dtype_(dtype),
       fused_(fused),
+      nonblocking_(nonblocking),
       notice_s_(polled ? 0.5e-6 * options.poll_us : 0.0) {
   throw_if_error(profile.validate());
   if (options.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "simulator: tile_rows must be >= 1");
@@ -77,8 +82,13 @@ const CollectiveModel& ProfileCosts::model(const Task& t) const {
   return profile_.network.allreduce;
 }
 
+double ProfileCosts::alpha(const Task& t) const {
+  const CollectiveModel& m = model(t);
+  return uses_nonblocking(m, nonblocking_) ? m.nonblocking_alpha_s : m.alpha_s;
+}
+
 double ProfileCosts::collective_latency_seconds(const Task& t) const {
-  return notice_s_ + profile_.task_overhead_s + model(t).alpha_s;
+  return notice_s_ + profile_.task_overhead_s + alpha(t);
 }
 
 double ProfileCosts::collective_bus_bytes(const Task& t) const {
@@ -88,6 +98,9 @@ double ProfileCosts::collective_bus_bytes(const Task& t) const {
   return double(t.bytes) * factor;
 }
 
-double ProfileCosts::collective_bus_rate(const Task& t) const { return model(t).busbw_GBps * 1e9; }
+double ProfileCosts::collective_bus_rate(const Task& t) const {
+  const CollectiveModel& m = model(t);
+  return (uses_nonblocking(m, nonblocking_) ? m.nonblocking_busbw_GBps : m.busbw_GBps) * 1e9;
+}
 
 }  // namespace cofuse::detail

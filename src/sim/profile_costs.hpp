@@ -12,9 +12,11 @@ namespace cofuse::detail {
 class ProfileCosts : public CostModel {
  public:
   /// ranks: the number of ranks simulated; fused: the plans' schedule tiles its GEMMs;
-  /// polled: a progress thread drives its communication (options.poll_us applies).
+  /// polled: a progress thread drives its communication (options.poll_us applies);
+  /// nonblocking: its collectives are the non-blocking calls (every overlapped schedule; the
+  /// serial one calls the blocking collective).
   ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused,
-               bool polled = false);
+               bool polled = false, bool nonblocking = false);
   double compute_seconds(int rank, const Task& task) const override;
   double copy_seconds(int rank, const Task& task) const override;
   double latency_seconds(int from, int to) const override;
@@ -32,12 +34,14 @@ class ProfileCosts : public CostModel {
  private:
   bool same_node(int a, int b) const;
   const CollectiveModel& model(const Task& task) const;
+  double alpha(const Task& task) const;
 
   MachineProfile profile_;
   SimOptions options_;
   int ranks_;
   DType dtype_;
   bool fused_;
+  bool nonblocking_;
   double notice_s_;  // how late, on average, a completion is noticed
   // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "two_level": the
   // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in.

@@ -108,7 +108,7 @@ SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile,
   const Plan& first = plans.front();
   const detail::ProfileCosts costs(profile, options, static_cast<int>(plans.size()), first.desc.dtype,
                                    first.schedule.fusion == Fusion::fused && first.schedule.overlap != Overlap::none,
-                                   first.schedule.separate_comm_engine());
+                                   first.schedule.separate_comm_engine(), first.schedule.overlap != Overlap::none);
   return detail::run_engine(std::move(plans), costs);
 }
 

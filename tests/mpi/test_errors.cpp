@@ -98,6 +98,14 @@ TEST(Validation, IndivisibleShardFailsOnEveryRank) {
   for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
 }
 
+TEST(Validation, SixteenBitTypesNameTheCudaBackendOnEveryRank) {
+  OpDesc d = base_desc();
+  d.dtype = DType::bf16;
+  const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
+  EXPECT_NE(message.find("dtype bf16 runs on the CUDA executor"), std::string::npos) << message;
+  for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
+}
+
 TEST(Validation, RanksFieldMustMatchCommunicator) {
   OpDesc d = base_desc();
   d.ranks = test::world_size() + 1;

@@ -75,8 +75,10 @@ TEST(Expand, RejectsUnknownNamesAndAxesNoOpTakes) {
   spec.axes = {"k"};
   EXPECT_NE(message_of([&] { expand(spec); }).find("gemm_ar: none of the axes given suits it"), std::string::npos);
   spec.axes = {"auto"};
-  spec.dtypes = {"f16"};
-  EXPECT_NE(message_of([&] { expand(spec); }).find("unknown dtype 'f16'"), std::string::npos);
+  spec.dtypes = {"f8"};
+  EXPECT_NE(message_of([&] { expand(spec); }).find("unknown dtype 'f8'"), std::string::npos);
+  spec.dtypes = {"bf16"};
+  EXPECT_NE(message_of([&] { expand(spec); }).find("runs on the CUDA backend only"), std::string::npos);
   spec.dtypes = {"f32"};
   spec.schedules = "hetero-unfused-1d;fastest";
   EXPECT_NE(message_of([&] { expand(spec); }).find("unknown preset 'fastest'"), std::string::npos);

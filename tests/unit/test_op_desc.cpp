@@ -12,11 +12,14 @@ OpDesc desc(OpKind op, Axis axis, int64_t m, int64_t n, int64_t k, int ranks, bo
 
 TEST(Names, RoundTripAndRejectUnknown) {
   for (OpKind op : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar}) EXPECT_EQ(parse_op(to_string(op)), op);
-  for (DType t : {DType::f32, DType::f64}) EXPECT_EQ(parse_dtype(to_string(t)), t);
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) EXPECT_EQ(parse_dtype(to_string(t)), t);
   for (Axis a : {Axis::none, Axis::m, Axis::n, Axis::k}) EXPECT_EQ(parse_axis(to_string(a)), a);
   EXPECT_FALSE(parse_op("gemm"));
   EXPECT_FALSE(parse_op(""));
-  EXPECT_FALSE(parse_dtype("f16"));
+  EXPECT_FALSE(parse_dtype("f8"));
+  EXPECT_FALSE(parse_dtype("int8"));
+  EXPECT_EQ(parse_dtype("half"), DType::f16);
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_FALSE(parse_axis("x"));
   EXPECT_EQ(parse_dtype("double"), DType::f64);
 }

@@ -200,6 +200,27 @@ TEST(Simulator, EveryScheduleOfEveryOpFinishesOnAProfile) {
   }
 }
 
+// Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the
+// profile's own speed and latency for it, the non-blocking one's only when the profile has it.
+TEST(Simulator, OverlappedSchedulesUseTheNonBlockingCollectiveModel) {
+  MachineProfile p = test_profile();
+  const OpDesc d{OpKind::gemm_ar, 64, 64, 64, DType::f32, false, false, Axis::none, 2};
+  const Schedule chunked = *Schedule::parse("overlap=chunk,chunks=4,split=1d,data=uniform,fusion=unfused,engine=thread,algo=coll");
+  const double bus_bytes = 64.0 * 64 * 4 * 2 * (2 - 1) / 2;  // all-reduce: 2(P-1)/P of the matrix
+  const SimResult plain = simulate(d, chunked, p);
+  EXPECT_NEAR(plain.losses.comm_alone_s, bus_bytes / 1e9, 1e-12);
+  p.network.allreduce.nonblocking_busbw_GBps = 0.25;
+  p.network.allreduce.nonblocking_alpha_s = 1e-3;
+  const SimResult slow = simulate(d, chunked, p);
+  EXPECT_NEAR(slow.losses.comm_alone_s, bus_bytes / 1e9, 1e-12);  // serial: still the blocking call
+  // Four pieces in flight together: 1 ms of latency, then all the bytes at a quarter of the speed.
+  EXPECT_GE(slow.comm_busy_s[0], 1e-3 + bus_bytes / 0.25e9 - 1e-9);
+  EXPECT_GT(slow.makespan_s, plain.makespan_s + 0.9e-3);
+  const MachineProfile back = parse_profile(to_json(p), "round trip");
+  EXPECT_EQ(back.network.allreduce.nonblocking_busbw_GBps, 0.25);
+  EXPECT_EQ(back.network.allreduce.nonblocking_alpha_s, 1e-3);
+}
+
 TEST(Profile, RoundTripsAndRejectsWhatIsWrong) {
   MachineProfile p = test_profile();
   p.sources["network.bandwidth_GBps"] = "test";

@@ -155,6 +155,8 @@ std::vector<BenchCase> expand(const SweepSpec& spec) {
       for (const std::string& dtype_text : spec.dtypes) {
         const auto dtype = parse_dtype(dtype_text);
         if (!dtype) bad("unknown dtype '" + dtype_text + "' (f32 or f64)");
+        if (*dtype != DType::f32 && *dtype != DType::f64)
+          bad("dtype '" + dtype_text + "' runs on the CUDA backend only; cofuse bench measures the CPU executor (f32 or f64)");
         for (int64_t m : spec.m)
           for (int64_t n : spec.n)
             for (int64_t k : spec.k)

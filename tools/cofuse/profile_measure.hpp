@@ -86,12 +86,17 @@ struct CollectiveFit {
 struct NetworkResult {
   double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1
   double large_bytes = 0, large_exchange_s = 0;     // both directions at once (MPI_Sendrecv), as a ring uses a link
-  CollectiveFit allgather, reduce_scatter, allreduce;
+  CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
+  // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test
+  // every poll_us with the thread asleep in between. alpha here still includes noticing.
+  CollectiveFit allgather_nb, reduce_scatter_nb, allreduce_nb;
+  int poll_us = 0;
   int passes = 0;
 };
 
-/// A small ping-pong and a large exchange (ranks 0 and 1) and the three collectives, interleaved.
-NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
+/// A small ping-pong and a large exchange (ranks 0 and 1) and the three collectives, blocking
+/// and non-blocking polled every poll_us, interleaved.
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress);
 
 /// Seconds a rank spends on one non-blocking point-to-point task of 8 bytes: posting it plus the
 /// MPI_Test that finds it complete (half of an Irecv + Isend pair exchanged by ranks 0 and 1).

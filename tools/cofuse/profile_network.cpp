@@ -2,6 +2,8 @@
 // collectives at two sizes fitted to a latency-bandwidth line, and the CPU cost of one
 // non-blocking point-to-point task.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "profile_measure.hpp"
@@ -44,12 +46,13 @@ double bus_factor(CollectiveKind kind, int ranks) {
   return kind == CollectiveKind::allreduce ? 2 * (p - 1) / p : (p - 1) / p;
 }
 
-NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress) {
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   NetworkResult r;
   r.passes = effort.quick ? 5 : 21;
+  r.poll_us = poll_us;
   r.large_bytes = 4 << 20;
   std::vector<char> message(std::size_t(r.large_bytes), 1);
   std::vector<char> incoming(std::size_t(r.large_bytes), 0);
@@ -92,20 +95,56 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, const Profile
     }
   };
 
+  // As cofuse's progress thread drives a collective: post it, then test, sleeping poll_us
+  // between tests (the library may use other algorithms for these, and they move only when
+  // tested). The main thread does the polling here; nothing else runs beside it.
+  auto polled = [&, comm, poll_us](CollectiveKind kind, int elements) {
+    const int part = elements / size;
+    MPI_Request request;
+    switch (kind) {
+      case CollectiveKind::allgather:
+        mpi_check(MPI_Iallgather(send.data(), part, MPI_FLOAT, recv.data(), part, MPI_FLOAT, comm, &request),
+                  "MPI_Iallgather");
+        break;
+      case CollectiveKind::reduce_scatter:
+        mpi_check(MPI_Ireduce_scatter_block(send.data(), recv.data(), part, MPI_FLOAT, MPI_SUM, comm, &request),
+                  "MPI_Ireduce_scatter_block");
+        break;
+      case CollectiveKind::allreduce:
+        mpi_check(MPI_Iallreduce(send.data(), recv.data(), elements, MPI_FLOAT, MPI_SUM, comm, &request),
+                  "MPI_Iallreduce");
+        break;
+    }
+    for (int done = 0;;) {
+      mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(poll_us));
+    }
+  };
+
   const CollectiveKind kinds[3] = {CollectiveKind::allgather, CollectiveKind::reduce_scatter, CollectiveKind::allreduce};
   std::vector<Timed> timed = {{"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3},
                               {"exchange 4 MiB", [&] { exchange(int(r.large_bytes)); }, 0}};
   for (CollectiveKind kind : kinds)
-    for (int elements : sizes)
-      timed.push_back({std::string(name_of(kind)) + " " + std::to_string(elements * 4) + " B",
-                       [&collective, kind, elements] { collective(kind, elements); }, elements == sizes[0] ? 1e-3 : 0});
+    for (int elements : sizes) {
+      const std::string bytes = " " + std::to_string(elements * 4) + " B";
+      const double min_sample = elements == sizes[0] ? 1e-3 : 0;
+      timed.push_back({std::string(name_of(kind)) + bytes, [&collective, kind, elements] { collective(kind, elements); },
+                       min_sample});
+      timed.push_back({std::string(name_of(kind)).insert(4, "I") + bytes + " polled",
+                       [&polled, kind, elements] { polled(kind, elements); }, min_sample});
+    }
 
   const std::vector<double> s = time_interleaved(comm, timed, r.passes, progress);
   r.small_round_trip_s = s[0];
   r.large_exchange_s = s[1];
   CollectiveFit* fits[3] = {&r.allgather, &r.reduce_scatter, &r.allreduce};
-  for (int i = 0; i < 3; ++i)
-    *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], s[2 + 2 * i], 4.0 * sizes[1], s[3 + 2 * i]);
+  CollectiveFit* nb_fits[3] = {&r.allgather_nb, &r.reduce_scatter_nb, &r.allreduce_nb};
+  for (int i = 0; i < 3; ++i) {
+    const double* t = &s[2 + 4 * i];  // blocking small, polled small, blocking large, polled large
+    *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[0], 4.0 * sizes[1], t[2]);
+    *nb_fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[1], 4.0 * sizes[1], t[3]);
+  }
   return r;
 }
 

@@ -1,0 +1,16 @@
+// Test data: reproducible random matrices of any dtype (no MPI needed).
+#pragma once
+
+#include <cstdint>
+
+#include "cofuse/op_desc.hpp"
+
+namespace cofuse {
+
+/// Fills n elements of dtype at data with values uniform in [-1, 1) from a deterministic
+/// generator: the same (seed, stream) always gives the same values, on any machine. bf16 and
+/// f16 values are rounded to nearest even. Never zeros (f16 rounds |x| < 2^-25 to zero: a
+/// chance of 2^-24 per element).
+void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream);
+
+}  // namespace cofuse

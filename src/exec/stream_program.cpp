@@ -1,0 +1,408 @@
+#include "exec/stream_program.hpp"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <sstream>
+#include <tuple>
+
+#include "cofuse/status.hpp"
+
+namespace cofuse::detail {
+
+namespace {
+
+[[noreturn]] void internal(const std::string& what) {
+  throw Error(ErrorCode::internal, "stream program: " + what + " (a bug in lowering or in the plans given)");
+}
+
+// A node of the merged graph: one or more plan tasks that complete together.
+struct Node {
+  enum Kind { local, message, collective } kind = local;
+  std::vector<std::pair<int, int>> tasks;  // (rank, task index)
+  std::vector<int> deps;                   // other nodes
+  int order = 0;                           // smallest plan index among its tasks: Kahn prefers plan order
+};
+
+bool is_comm(TaskKind k) { return k == TaskKind::send || k == TaskKind::recv || k == TaskKind::collective; }
+
+// Two views that move as one message must hold the same elements in the same row-major order.
+// Contiguous views of equal size are the same whatever their shapes: both become one row.
+std::pair<View, View> matched(View from, View to, const std::string& what) {
+  if (from.rows == to.rows && from.cols == to.cols) return {from, to};
+  if (from.contiguous() && to.contiguous() && from.elements() == to.elements()) {
+    from = {from.buf, from.offset, 1, from.elements(), from.elements()};
+    to = {to.buf, to.offset, 1, to.elements(), to.elements()};
+    return {from, to};
+  }
+  internal(what + ": sender's view is " + std::to_string(from.rows) + "x" + std::to_string(from.cols) +
+           ", receiver's " + std::to_string(to.rows) + "x" + std::to_string(to.cols));
+}
+
+// Whether two views of one rank's buffers may share an element. Exact for views with the same
+// leading dimension (tiles of one matrix); otherwise by their address ranges (conservative).
+bool overlaps(const View& a, const View& b) {
+  if (a.buf != b.buf || a.empty() || b.empty()) return false;
+  if (a.ld == b.ld && a.ld > 0 && a.offset % a.ld + a.cols <= a.ld && b.offset % b.ld + b.cols <= b.ld) {
+    const int64_t ar = a.offset / a.ld, ac = a.offset % a.ld, br = b.offset / b.ld, bc = b.offset % b.ld;
+    return ar < br + b.rows && br < ar + a.rows && ac < bc + b.cols && bc < ac + a.cols;
+  }
+  const int64_t a_end = a.offset + (a.rows - 1) * a.ld + a.cols, b_end = b.offset + (b.rows - 1) * b.ld + b.cols;
+  return a.offset < b_end && b.offset < a_end;
+}
+
+// The views a local task reads and the one it writes.
+std::vector<View> reads_of(const Task& t) {
+  std::vector<View> r = {t.x};
+  if (t.kind == TaskKind::gemm) r.push_back(t.y);
+  if (t.kind == TaskKind::reduce || (t.kind == TaskKind::gemm && t.accumulate)) r.push_back(t.z);
+  return r;
+}
+
+// A later task must wait for an earlier one that writes what it touches or reads what it writes.
+bool conflicts(const Task& earlier, const Task& later) {
+  for (const View& v : reads_of(later))
+    if (overlaps(earlier.z, v)) return true;
+  if (overlaps(earlier.z, later.z)) return true;
+  for (const View& v : reads_of(earlier))
+    if (overlaps(v, later.z)) return true;
+  return false;
+}
+
+View shifted(View v, int64_t by) {
+  v.offset += by;
+  return v;
+}
+
+class Builder {
+ public:
+  Builder(const std::vector<Plan>& plans, int compute_streams) : plans_(plans) {
+    program_.ranks = static_cast<int>(plans.size());
+    program_.compute_streams = compute_streams;
+  }
+
+  StreamProgram build() {
+    check_plans();
+    make_nodes();
+    const std::vector<int> order = topological_order();
+    node_ops_.assign(nodes_.size(), {});
+    last_waited_.assign(std::size_t(program_.streams()), std::vector<int>(std::size_t(program_.streams()), -1));
+    gemm_count_.assign(plans_.size(), 0);
+    for (int n : order) emit(n);
+    for (const StreamOp& op : program_.ops) program_.events += op.record ? 1 : 0;
+    return std::move(program_);
+  }
+
+ private:
+  void check_plans() const {
+    if (plans_.empty()) throw Error(ErrorCode::invalid_argument, "stream program: no plans");
+    if (program_.compute_streams < 1) throw Error(ErrorCode::invalid_argument, "stream program: compute_streams must be >= 1");
+    const Plan& first = plans_.front();
+    if (first.desc.ranks != static_cast<int>(plans_.size()))
+      throw Error(ErrorCode::invalid_argument, "stream program: " + std::to_string(plans_.size()) +
+                                                   " plans for an op on " + std::to_string(first.desc.ranks) + " ranks");
+    for (std::size_t r = 0; r < plans_.size(); ++r) {
+      if (plans_[r].rank != static_cast<int>(r))
+        throw Error(ErrorCode::invalid_argument, "stream program: plans[" + std::to_string(r) + "] is rank " +
+                                                     std::to_string(plans_[r].rank) + "'s plan");
+      if (!(plans_[r].desc == first.desc) || !(plans_[r].schedule == first.schedule))
+        throw Error(ErrorCode::invalid_argument, "stream program: the plans are not all of one op and schedule");
+    }
+  }
+
+  void make_nodes() {
+    node_of_.resize(plans_.size());
+    std::map<std::tuple<int, int, int>, int> messages;  // (from, to, tag) -> node
+    std::vector<int> collective_count(plans_.size(), 0);
+    std::vector<int> collective_nodes;
+    for (std::size_t r = 0; r < plans_.size(); ++r) {
+      const std::vector<Task>& tasks = plans_[r].tasks;
+      node_of_[r].assign(tasks.size(), -1);
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const Task& t = tasks[i];
+        int node = -1;
+        if (t.kind == TaskKind::send || t.kind == TaskKind::recv) {
+          if (t.peer < 0 || t.peer >= static_cast<int>(plans_.size()) || t.peer == static_cast<int>(r))
+            internal("rank " + std::to_string(r) + " task " + std::to_string(i) + " has peer " + std::to_string(t.peer));
+          const int from = t.kind == TaskKind::send ? int(r) : t.peer, to = t.kind == TaskKind::send ? t.peer : int(r);
+          auto [it, fresh] = messages.try_emplace({from, to, t.tag}, static_cast<int>(nodes_.size()));
+          if (fresh) nodes_.push_back({Node::message, {}, {}, int(i)});
+          node = it->second;
+        } else if (t.kind == TaskKind::collective) {
+          const int c = collective_count[r]++;
+          if (c == static_cast<int>(collective_nodes.size())) {
+            collective_nodes.push_back(static_cast<int>(nodes_.size()));
+            nodes_.push_back({Node::collective, {}, {}, int(i)});
+          }
+          node = collective_nodes[std::size_t(c)];
+        } else {
+          node = static_cast<int>(nodes_.size());
+          nodes_.push_back({Node::local, {}, {}, int(i)});
+        }
+        nodes_[std::size_t(node)].tasks.emplace_back(int(r), int(i));
+        nodes_[std::size_t(node)].order = std::min(nodes_[std::size_t(node)].order, int(i));
+        node_of_[r][i] = node;
+      }
+    }
+    for (const auto& [key, node] : messages) {
+      const Node& n = nodes_[std::size_t(node)];
+      const auto [from, to, tag] = key;
+      if (n.tasks.size() != 2 || task(n.tasks[0]).kind == task(n.tasks[1]).kind)
+        internal("rank " + std::to_string(from) + " -> rank " + std::to_string(to) + " tag " + std::to_string(tag) +
+                 " has " + std::to_string(n.tasks.size()) + " task(s), not one send and one receive");
+    }
+    for (std::size_t r = 0; r < plans_.size(); ++r)
+      if (collective_count[r] != static_cast<int>(collective_nodes.size()))
+        internal("rank " + std::to_string(r) + " calls " + std::to_string(collective_count[r]) + " collectives, another rank " +
+                 std::to_string(collective_nodes.size()));
+    for (int node : collective_nodes) {
+      const Node& n = nodes_[std::size_t(node)];
+      for (const auto& t : n.tasks)
+        if (task(t).collective != task(n.tasks[0]).collective)
+          internal("collective '" + task(n.tasks[0]).label + "' is a different collective on rank " + std::to_string(t.first));
+    }
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      std::vector<int>& deps = nodes_[n].deps;
+      for (const auto& [r, i] : nodes_[n].tasks)
+        for (int d : plans_[std::size_t(r)].tasks[std::size_t(i)].deps) {
+          const int dn = node_of_[std::size_t(r)][std::size_t(d)];
+          if (dn != static_cast<int>(n)) deps.push_back(dn);
+        }
+    }
+    add_engine_order();
+    for (Node& node : nodes_) {
+      std::sort(node.deps.begin(), node.deps.end());
+      node.deps.erase(std::unique(node.deps.begin(), node.deps.end()), node.deps.end());
+    }
+  }
+
+  // A plan orders its compute engine's tasks by their place in the plan, not by deps (the CPU
+  // runs them one after another), and GEMM pieces that accumulate into one output rely on it.
+  // Streams run concurrently, so every such ordering that matters — a later compute task that
+  // touches what an earlier one writes, or writes what it reads — becomes a dependency.
+  void add_engine_order() {
+    for (std::size_t r = 0; r < plans_.size(); ++r) {
+      const std::vector<Task>& tasks = plans_[r].tasks;
+      std::vector<std::size_t> earlier;
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        if (tasks[i].engine != EngineId::compute || is_comm(tasks[i].kind)) continue;
+        for (std::size_t j : earlier)
+          if (conflicts(tasks[j], tasks[i])) nodes_[std::size_t(node_of_[r][i])].deps.push_back(node_of_[r][j]);
+        earlier.push_back(i);
+      }
+    }
+  }
+
+  const Task& task(std::pair<int, int> t) const { return plans_[std::size_t(t.first)].tasks[std::size_t(t.second)]; }
+
+  std::vector<int> topological_order() const {
+    std::vector<int> waiting(nodes_.size(), 0);
+    std::vector<std::vector<int>> dependents(nodes_.size());
+    for (std::size_t n = 0; n < nodes_.size(); ++n)
+      for (int d : nodes_[n].deps) {
+        ++waiting[n];
+        dependents[std::size_t(d)].push_back(static_cast<int>(n));
+      }
+    using Key = std::pair<int, int>;  // (plan order, node): the earliest task first
+    std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+    for (std::size_t n = 0; n < nodes_.size(); ++n)
+      if (waiting[n] == 0) ready.push({nodes_[n].order, static_cast<int>(n)});
+    std::vector<int> order;
+    while (!ready.empty()) {
+      const int n = ready.top().second;
+      ready.pop();
+      order.push_back(n);
+      for (int d : dependents[std::size_t(n)])
+        if (--waiting[std::size_t(d)] == 0) ready.push({nodes_[std::size_t(d)].order, d});
+    }
+    if (order.size() != nodes_.size()) {
+      for (std::size_t n = 0; n < nodes_.size(); ++n)
+        if (waiting[n] > 0)
+          internal("the ranks' plans cannot be ordered (they would deadlock): '" + task(nodes_[n].tasks[0]).label +
+                   "' on rank " + std::to_string(nodes_[n].tasks[0].first) + " waits on a cycle");
+    }
+    return order;
+  }
+
+  // Appends an op on `stream` that waits for every op of `deps` (nodes) and of `after` (ops)
+  // on other streams; returns its index.
+  int add(StreamOp op, const std::vector<int>& deps, const std::vector<int>& after = {}) {
+    const int index = static_cast<int>(program_.ops.size());
+    std::vector<int>& seen = last_waited_[std::size_t(op.stream)];
+    auto wait_for = [&](int o) {
+      StreamOp& other = program_.ops[std::size_t(o)];
+      // The same stream runs in order; of another stream, waiting for a later op covers earlier ones.
+      if (other.stream == op.stream || seen[std::size_t(other.stream)] >= o) return;
+      seen[std::size_t(other.stream)] = o;
+      other.record = true;
+      op.waits.push_back(o);
+    };
+    for (int d : deps) {
+      const std::vector<int>& ops = node_ops_[std::size_t(d)];
+      // Later ops first: then the earlier ones of the same stream are covered and skipped.
+      for (auto it = ops.rbegin(); it != ops.rend(); ++it) wait_for(*it);
+    }
+    for (auto it = after.rbegin(); it != after.rend(); ++it) wait_for(*it);
+    std::sort(op.waits.begin(), op.waits.end());
+    // Drop waits made redundant by a later wait on the same stream found afterwards.
+    std::vector<int> kept;
+    for (int w : op.waits)
+      if (seen[std::size_t(program_.ops[std::size_t(w)].stream)] == w) kept.push_back(w);
+    op.waits = std::move(kept);
+    program_.ops.push_back(std::move(op));
+    return index;
+  }
+
+  void emit(int n) {
+    const Node& node = nodes_[std::size_t(n)];
+    std::vector<int>& out = node_ops_[std::size_t(n)];
+    if (node.kind == Node::local) {
+      const auto [r, i] = node.tasks[0];
+      const Task& t = task(node.tasks[0]);
+      StreamOp op;
+      op.rank = r;
+      op.task = i;
+      op.label = t.label;
+      switch (t.kind) {
+        case TaskKind::gemm:
+          op.kind = StreamOpKind::gemm;
+          op.srcs = {{r, t.x}, {r, t.y}};
+          op.trans_x = t.trans_x;
+          op.trans_y = t.trans_y;
+          op.accumulate = t.accumulate;
+          op.stream = program_.stream_of(r, t.engine, gemm_count_[std::size_t(r)]++);
+          break;
+        case TaskKind::reduce:
+          op.kind = StreamOpKind::add;
+          op.srcs = {{r, t.x}};
+          op.stream = program_.stream_of(r, t.engine);
+          break;
+        case TaskKind::pack:
+        case TaskKind::unpack:
+          op.kind = StreamOpKind::copy;
+          op.srcs = {{r, t.x}};
+          op.stream = program_.stream_of(r, t.engine);
+          break;
+        default: internal("task '" + t.label + "' is not local");
+      }
+      op.dst = {r, t.z};
+      out.push_back(add(std::move(op), node.deps));
+      return;
+    }
+    if (node.kind == Node::message) {
+      const auto send = task(node.tasks[0]).kind == TaskKind::send ? node.tasks[0] : node.tasks[1];
+      const auto recv = task(node.tasks[0]).kind == TaskKind::send ? node.tasks[1] : node.tasks[0];
+      const Task& s = task(send);
+      const Task& v = task(recv);
+      const auto [from, to] = matched(s.x, v.z, "message '" + s.label + "'");
+      StreamOp op;
+      op.kind = StreamOpKind::copy;
+      op.srcs = {{send.first, from}};
+      op.dst = {recv.first, to};
+      op.rank = recv.first;
+      op.task = recv.second;
+      op.label = v.label;
+      op.stream = program_.stream_of(recv.first, EngineId::comm);
+      out.push_back(add(std::move(op), node.deps));
+      return;
+    }
+    emit_collective(node, out);
+  }
+
+  void emit_collective(const Node& node, std::vector<int>& out) {
+    const int p = program_.ranks;
+    std::vector<const Task*> t(std::size_t(p), nullptr);
+    for (const auto& rt : node.tasks) t[std::size_t(rt.first)] = &task(rt);
+    auto part = [&](StreamOpKind kind, int rank, std::vector<RankView> srcs, RankView dst, const std::string& what) {
+      StreamOp op;
+      op.kind = kind;
+      op.srcs = std::move(srcs);
+      op.dst = dst;
+      op.rank = rank;
+      op.label = t[std::size_t(rank)]->label + what;
+      op.stream = program_.stream_of(rank, EngineId::comm);
+      return op;
+    };
+    switch (t[0]->collective) {
+      case Collective::allgather:
+        for (int r = 0; r < p; ++r)
+          for (int j = 0; j < p; ++j) {
+            const Task& into = *t[std::size_t(r)];
+            const auto [from, to] = matched(t[std::size_t(j)]->x, shifted(into.z, j * into.stride), "all-gather '" + into.label + "'");
+            out.push_back(add(part(StreamOpKind::copy, r, {{j, from}}, {r, to}, " <- rank " + std::to_string(j)), node.deps));
+          }
+        return;
+      case Collective::reduce_scatter:
+        for (int r = 0; r < p; ++r) {
+          std::vector<RankView> srcs;
+          View into = t[std::size_t(r)]->z;
+          for (int j = 0; j < p; ++j) {
+            const Task& from = *t[std::size_t(j)];
+            const auto m = matched(shifted(from.x, r * from.stride), t[std::size_t(r)]->z, "reduce-scatter '" + from.label + "'");
+            srcs.push_back({j, m.first});
+            into = m.second;
+          }
+          out.push_back(add(part(StreamOpKind::sum, r, std::move(srcs), {r, into}, ""), node.deps));
+        }
+        return;
+      case Collective::allreduce: {
+        // In place on every rank: sum everything once into scratch, then copy it back to each.
+        const View& z0 = t[0]->z;
+        const View scratch{Buf::work, program_.scratch_elements, z0.rows, z0.cols, z0.cols};
+        program_.scratch_elements += z0.elements();
+        std::vector<RankView> srcs;
+        for (int j = 0; j < p; ++j) {
+          const View& z = t[std::size_t(j)]->z;
+          if (z.rows != z0.rows || z.cols != z0.cols) internal("all-reduce '" + t[0]->label + "' has another shape on rank " + std::to_string(j));
+          srcs.push_back({j, z});
+        }
+        const int sum = add(part(StreamOpKind::sum, 0, std::move(srcs), {-1, scratch}, " (sum)"), node.deps);
+        out.push_back(sum);
+        for (int r = 0; r < p; ++r)
+          out.push_back(add(part(StreamOpKind::copy, r, {{-1, scratch}}, {r, t[std::size_t(r)]->z}, " (result)"), node.deps, {sum}));
+        return;
+      }
+    }
+  }
+
+  const std::vector<Plan>& plans_;
+  StreamProgram program_;
+  std::vector<Node> nodes_;
+  std::vector<std::vector<int>> node_of_;
+  std::vector<std::vector<int>> node_ops_;
+  std::vector<std::vector<int>> last_waited_;  // [stream][other stream]: latest op waited for
+  std::vector<int> gemm_count_;
+};
+
+}  // namespace
+
+StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_streams) {
+  return Builder(plans, compute_streams).build();
+}
+
+std::string StreamProgram::dump() const {
+  static const char* kinds[] = {"gemm", "copy", "add", "sum"};
+  auto where = [](const RankView& v) {
+    std::ostringstream o;
+    o << (v.rank < 0 ? std::string("scratch") : "r" + std::to_string(v.rank) + "." + to_string(v.view.buf)) << "+"
+      << v.view.offset << "[" << v.view.rows << "x" << v.view.cols << "/" << v.view.ld << "]";
+    return o.str();
+  };
+  std::ostringstream o;
+  o << "stream program: " << ranks << " ranks, " << streams() << " streams (" << compute_streams
+    << " compute + 1 communication per rank), " << ops.size() << " ops, " << events << " events, scratch "
+    << scratch_elements << " elements\n";
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const StreamOp& op = ops[i];
+    o << "  " << i << ": s" << op.stream << " " << kinds[static_cast<int>(op.kind)] << " " << where(op.dst) << " <-";
+    for (const RankView& s : op.srcs) o << " " << where(s);
+    if (!op.waits.empty()) {
+      o << "  waits";
+      for (int w : op.waits) o << " " << w;
+    }
+    o << (op.record ? "  [event]" : "") << "  (" << op.label << ")\n";
+  }
+  return o.str();
+}
+
+}  // namespace cofuse::detail

@@ -1,0 +1,121 @@
+#include "support/local_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cofuse/reference.hpp"
+#include "common/half.hpp"
+
+namespace cofuse::testing_support {
+
+namespace {
+
+// op(X)(i, j) of a stored row-major matrix.
+double op_at(DType t, const std::vector<char>& x, const MatrixShape& stored, bool trans, int64_t i, int64_t j) {
+  return trans ? read(t, x, j * stored.cols + i) : read(t, x, i * stored.cols + j);
+}
+
+// The expected C_r of every rank, in double.
+std::vector<std::vector<double>> expected(const OpDesc& d, const std::vector<Buffers>& in) {
+  const LocalShapes s = d.local_shapes();
+  const int p = d.ranks;
+  std::vector<std::vector<double>> out(std::size_t(p), std::vector<double>(std::size_t(s.c.elements()), 0.0));
+  auto A = [&](int j, int64_t i, int64_t k) { return op_at(d.dtype, in[std::size_t(j)].bytes[0], s.a, d.trans_a, i, k); };
+  auto B = [&](int j, int64_t k, int64_t n) { return op_at(d.dtype, in[std::size_t(j)].bytes[1], s.b, d.trans_b, k, n); };
+  for (int r = 0; r < p; ++r) {
+    std::vector<double>& c = out[std::size_t(r)];
+    const int64_t rows = s.c.rows, cols = s.c.cols;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t n = 0; n < cols; ++n) {
+        double sum = 0;
+        if (d.op == OpKind::ag_gemm && d.axis == Axis::m) {
+          const int64_t mp = d.m / p;  // C_r = [op(A_0); op(A_1); ...] · op(B_r)
+          for (int64_t k = 0; k < d.k; ++k) sum += A(int(i / mp), i % mp, k) * B(r, k, n);
+        } else if (d.op == OpKind::ag_gemm) {  // axis k: C_r = Σ_j op(A_j) · rows block j of op(B_r)
+          const int64_t kp = d.k / p;
+          for (int j = 0; j < p; ++j)
+            for (int64_t k = 0; k < kp; ++k) sum += A(j, i, k) * B(r, j * kp + k, n);
+        } else {  // gemm_rs / gemm_ar: this rank's block of Σ_j op(A_j) · op(B_j)
+          const int64_t gi = d.op == OpKind::gemm_rs && d.axis == Axis::m ? r * rows + i : i;
+          const int64_t gn = d.op == OpKind::gemm_rs && d.axis == Axis::n ? r * cols + n : n;
+          for (int j = 0; j < p; ++j)
+            for (int64_t k = 0; k < d.k / p; ++k) sum += A(j, gi, k) * B(j, k, gn);
+        }
+        c[std::size_t(i * cols + n)] = sum;
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+double read(DType t, const std::vector<char>& v, int64_t i) {
+  switch (t) {
+    case DType::f64: return reinterpret_cast<const double*>(v.data())[i];
+    case DType::f32: return reinterpret_cast<const float*>(v.data())[i];
+    case DType::bf16: return detail::bf16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
+    case DType::f16: return detail::f16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
+  }
+  return 0;
+}
+
+void fill_nan(DType t, std::vector<char>& v) {
+  const int64_t n = int64_t(v.size() / dtype_size(t));
+  for (int64_t i = 0; i < n; ++i) switch (t) {
+      case DType::f64: reinterpret_cast<double*>(v.data())[i] = std::numeric_limits<double>::quiet_NaN(); break;
+      case DType::f32: reinterpret_cast<float*>(v.data())[i] = std::numeric_limits<float>::quiet_NaN(); break;
+      case DType::bf16: reinterpret_cast<uint16_t*>(v.data())[i] = 0x7fc0; break;
+      case DType::f16: reinterpret_cast<uint16_t*>(v.data())[i] = 0x7e00; break;
+    }
+}
+
+std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed) {
+  const LocalShapes s = d.local_shapes();
+  const std::size_t e = dtype_size(d.dtype);
+  std::vector<Buffers> ranks(std::size_t(d.ranks));
+  for (int r = 0; r < d.ranks; ++r) {
+    Buffers& b = ranks[std::size_t(r)];
+    b.bytes[0].resize(std::size_t(s.a.elements()) * e);
+    b.bytes[1].resize(std::size_t(s.b.elements()) * e);
+    b.bytes[2].resize(std::size_t(s.c.elements()) * e);
+    b.bytes[3].resize(std::size_t(s.gathered.elements()) * e);
+    b.bytes[4].resize(plans.empty() ? 0 : std::size_t(plans[std::size_t(r)].work_elements) * e);
+    fill_random(d.dtype, b.bytes[0].data(), s.a.elements(), seed, 2 * uint64_t(r));
+    fill_random(d.dtype, b.bytes[1].data(), s.b.elements(), seed, 2 * uint64_t(r) + 1);
+    for (int i = 2; i < 5; ++i) fill_nan(d.dtype, b.bytes[i]);
+  }
+  return ranks;
+}
+
+double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gathered_ok) {
+  const auto want = expected(d, ranks);
+  const LocalShapes s = d.local_shapes();
+  double worst = 0;
+  *gathered_ok = true;
+  for (int r = 0; r < d.ranks; ++r) {
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < s.c.elements(); ++i) {
+      const double got = read(d.dtype, ranks[std::size_t(r)].bytes[2], i), w = want[std::size_t(r)][std::size_t(i)];
+      diff += (got - w) * (got - w);
+      norm += w * w;
+    }
+    const double e = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+    worst = std::isnan(e) ? 1e9 : std::max(worst, e);
+    if (s.gathered.elements() == 0) continue;
+    // The gathered operand is op(A) [M, K] in A's stored layout: rank j's shard in block j.
+    const int64_t mp = d.axis == Axis::m ? d.m / d.ranks : d.m, kp = d.axis == Axis::k ? d.k / d.ranks : d.k;
+    for (int64_t i = 0; i < d.m && *gathered_ok; ++i)
+      for (int64_t k = 0; k < d.k; ++k) {
+        const int j = d.axis == Axis::m ? int(i / mp) : int(k / kp);
+        const double a = op_at(d.dtype, ranks[std::size_t(j)].bytes[0], s.a, d.trans_a, i % mp, k % kp);
+        if (a != op_at(d.dtype, ranks[std::size_t(r)].bytes[3], s.gathered, d.trans_a, i, k)) {
+          *gathered_ok = false;
+          break;
+        }
+      }
+  }
+  return worst;
+}
+
+}  // namespace cofuse::testing_support
