@@ -18,7 +18,7 @@ namespace {
 
 // A node of the merged graph: one or more plan tasks that complete together.
 struct Node {
-  enum Kind { local, message, collective } kind = local;
+  enum Kind { local, message, collective, remote } kind = local;  // remote: single-rank communication
   std::vector<std::pair<int, int>> tasks;  // (rank, task index)
   std::vector<int> deps;                   // other nodes
   int order = 0;                           // smallest plan index among its tasks: Kahn prefers plan order
@@ -76,7 +76,9 @@ View shifted(View v, int64_t by) {
 
 class Builder {
  public:
-  Builder(const std::vector<Plan>& plans, int compute_streams) : plans_(plans) {
+  // single: plans holds ONE rank's plan, whose communication stays point-to-point and
+  // collective operations for a library (NCCL) to carry out with the other processes.
+  Builder(const std::vector<Plan>& plans, int compute_streams, bool single = false) : plans_(plans), single_(single) {
     program_.ranks = static_cast<int>(plans.size());
     program_.compute_streams = compute_streams;
   }
@@ -98,6 +100,7 @@ class Builder {
     if (plans_.empty()) throw Error(ErrorCode::invalid_argument, "stream program: no plans");
     if (program_.compute_streams < 1) throw Error(ErrorCode::invalid_argument, "stream program: compute_streams must be >= 1");
     const Plan& first = plans_.front();
+    if (single_) return;
     if (first.desc.ranks != static_cast<int>(plans_.size()))
       throw Error(ErrorCode::invalid_argument, "stream program: " + std::to_string(plans_.size()) +
                                                    " plans for an op on " + std::to_string(first.desc.ranks) + " ranks");
@@ -121,7 +124,9 @@ class Builder {
       for (std::size_t i = 0; i < tasks.size(); ++i) {
         const Task& t = tasks[i];
         int node = -1;
-        if (t.kind == TaskKind::send || t.kind == TaskKind::recv) {
+        if (single_) {
+          node = single_node(t, int(i));
+        } else if (t.kind == TaskKind::send || t.kind == TaskKind::recv) {
           if (t.peer < 0 || t.peer >= static_cast<int>(plans_.size()) || t.peer == static_cast<int>(r))
             internal("rank " + std::to_string(r) + " task " + std::to_string(i) + " has peer " + std::to_string(t.peer));
           const int from = t.kind == TaskKind::send ? int(r) : t.peer, to = t.kind == TaskKind::send ? t.peer : int(r);
@@ -191,6 +196,26 @@ class Builder {
         earlier.push_back(i);
       }
     }
+  }
+
+  // One process's rank: the i-th send and the i-th receive (in plan order) become ONE node, so
+  // they are issued as one group. A library like NCCL completes a send only once the peer has
+  // posted the receive; if every rank issued its sends before its receives, each would wait for
+  // the others forever. Ring and direct plans send and receive alike on every rank, so the i-th
+  // send of rank r meets the i-th receive of its peer, in the same group there.
+  int single_node(const Task& t, int index) {
+    const bool send = t.kind == TaskKind::send, recv = t.kind == TaskKind::recv;
+    std::vector<int>& mine = send ? sends_ : receives_;
+    const std::vector<int>& other = send ? receives_ : sends_;
+    if ((send || recv) && mine.size() < other.size()) {
+      const int node = other[mine.size()];
+      mine.push_back(node);
+      return node;
+    }
+    const int node = static_cast<int>(nodes_.size());
+    nodes_.push_back({is_comm(t.kind) ? Node::remote : Node::local, {}, {}, index});
+    if (send || recv) mine.push_back(node);
+    return node;
   }
 
   const Task& task(std::pair<int, int> t) const { return plans_[std::size_t(t.first)].tasks[std::size_t(t.second)]; }
@@ -289,6 +314,10 @@ class Builder {
       out.push_back(add(std::move(op), node.deps));
       return;
     }
+    if (node.kind == Node::remote) {
+      emit_remote(node, out);
+      return;
+    }
     if (node.kind == Node::message) {
       const auto send = task(node.tasks[0]).kind == TaskKind::send ? node.tasks[0] : node.tasks[1];
       const auto recv = task(node.tasks[0]).kind == TaskKind::send ? node.tasks[1] : node.tasks[0];
@@ -307,6 +336,38 @@ class Builder {
       return;
     }
     emit_collective(node, out);
+  }
+
+  // One rank's send and receive (one group) or collective, for a communication library.
+  void emit_remote(const Node& node, std::vector<int>& out) {
+    const int group = task(node.tasks[0]).kind == TaskKind::collective ? -1 : groups_++;
+    for (const auto& [r, i] : node.tasks) {
+      const Task& t = task({r, i});
+      StreamOp op;
+      op.rank = plans_[std::size_t(r)].rank;
+      op.task = i;
+      op.label = t.label;
+      op.peer = t.peer;
+      op.group = group;
+      op.stream = program_.stream_of(r, EngineId::comm);
+      switch (t.kind) {
+        case TaskKind::send:
+          op.kind = StreamOpKind::send;
+          op.srcs = {{r, t.x}};
+          break;
+        case TaskKind::recv:
+          op.kind = StreamOpKind::recv;
+          op.dst = {r, t.z};
+          break;
+        default:
+          op.kind = StreamOpKind::collective;
+          op.collective = t.collective;
+          op.stride = t.stride;
+          op.srcs = {{r, t.x}};
+          op.dst = {r, t.z};
+      }
+      out.push_back(add(std::move(op), node.deps));
+    }
   }
 
   void emit_collective(const Node& node, std::vector<int>& out) {
@@ -372,6 +433,9 @@ class Builder {
   std::vector<std::vector<int>> node_ops_;
   std::vector<std::vector<int>> last_waited_;  // [stream][other stream]: latest op waited for
   std::vector<int> gemm_count_;
+  bool single_ = false;
+  int groups_ = 0;                             // single: p2p groups so far
+  std::vector<int> sends_, receives_;          // single: the node of every send / receive so far
 };
 
 }  // namespace
@@ -380,8 +444,14 @@ StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_s
   return Builder(plans, compute_streams).build();
 }
 
+StreamProgram build_rank_program(const Plan& plan, int compute_streams) {
+  StreamProgram p = Builder({plan}, compute_streams, true).build();
+  p.ranks = 1;
+  return p;
+}
+
 std::string StreamProgram::dump() const {
-  static const char* kinds[] = {"gemm", "copy", "add", "sum"};
+  static const char* kinds[] = {"gemm", "copy", "add", "sum", "send", "recv", "collective"};
   auto where = [](const RankView& v) {
     std::ostringstream o;
     o << (v.rank < 0 ? std::string("scratch") : "r" + std::to_string(v.rank) + "." + to_string(v.view.buf)) << "+"
@@ -400,6 +470,8 @@ std::string StreamProgram::dump() const {
       o << "  waits";
       for (int w : op.waits) o << " " << w;
     }
+    if (op.peer >= 0) o << "  peer " << op.peer;
+    if (op.group >= 0) o << "  group " << op.group;
     o << (op.record ? "  [event]" : "") << "  (" << op.label << ")\n";
   }
   return o.str();

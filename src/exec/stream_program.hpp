@@ -42,6 +42,10 @@ enum class StreamOpKind : uint8_t {
   copy,  // dst = srcs[0] (same rows x cols, each with its own leading dimension)
   add,   // dst += srcs[0]
   sum,   // dst = Σ srcs (accumulated in at least fp32)
+  // build_rank_program only: one rank's communication, carried out by a library with its peers.
+  send,        // srcs[0] to `peer`
+  recv,        // dst from `peer`
+  collective,  // `collective` on srcs[0] / dst with `stride`, as Task describes it
 };
 
 struct StreamOp {
@@ -54,6 +58,10 @@ struct StreamOp {
   bool record = false;            // a later op waits for this one: record an event after it
   int rank = 0;                   // the rank whose task this is (a collective: the receiving rank)
   int task = -1;                  // its index in that rank's plan, or -1 (a collective's parts)
+  int peer = -1;                  // send / recv
+  Collective collective = Collective::allgather;
+  int64_t stride = 0;             // collective
+  int group = -1;                 // send / recv: ops of one group are issued together (>= 0)
   std::string label;
 };
 
@@ -78,5 +86,13 @@ struct StreamProgram {
 /// Throws Error(invalid_argument) when the plans are not one op's P ranks, and Error(internal)
 /// when they cannot be ordered (a cycle, or a message nobody receives).
 StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_streams = 2);
+
+/// One rank's plan as a stream program for a process of its own (the multi-process CUDA
+/// executor): local tasks as above, and its sends, receives and collectives as operations on
+/// its communication stream in plan order, for a library (NCCL) to carry out with the other
+/// ranks' processes. The i-th send and the i-th receive (plan order) share a `group`, issued as
+/// one (NCCL: ncclGroupStart/End), so no rank waits on a send whose receive it has not posted.
+/// Views refer to rank 0 of the program (the process's own buffers); `rank` keeps the plan's.
+StreamProgram build_rank_program(const Plan& plan, int compute_streams = 2);
 
 }  // namespace cofuse::detail

@@ -88,21 +88,18 @@ std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans
   return ranks;
 }
 
-double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gathered_ok) {
+double error_of_rank(const OpDesc& d, const std::vector<Buffers>& ranks, int r, bool* gathered_ok) {
   const auto want = expected(d, ranks);
   const LocalShapes s = d.local_shapes();
-  double worst = 0;
   *gathered_ok = true;
-  for (int r = 0; r < d.ranks; ++r) {
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < s.c.elements(); ++i) {
-      const double got = read(d.dtype, ranks[std::size_t(r)].bytes[2], i), w = want[std::size_t(r)][std::size_t(i)];
-      diff += (got - w) * (got - w);
-      norm += w * w;
-    }
-    const double e = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-    worst = std::isnan(e) ? 1e9 : std::max(worst, e);
-    if (s.gathered.elements() == 0) continue;
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < s.c.elements(); ++i) {
+    const double got = read(d.dtype, ranks[std::size_t(r)].bytes[2], i), w = want[std::size_t(r)][std::size_t(i)];
+    diff += (got - w) * (got - w);
+    norm += w * w;
+  }
+  const double e = std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+  if (s.gathered.elements() > 0) {
     // The gathered operand is op(A) [M, K] in A's stored layout: rank j's shard in block j.
     const int64_t mp = d.axis == Axis::m ? d.m / d.ranks : d.m, kp = d.axis == Axis::k ? d.k / d.ranks : d.k;
     for (int64_t i = 0; i < d.m && *gathered_ok; ++i)
@@ -114,6 +111,17 @@ double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gather
           break;
         }
       }
+  }
+  return std::isnan(e) ? 1e9 : e;
+}
+
+double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gathered_ok) {
+  double worst = 0;
+  *gathered_ok = true;
+  for (int r = 0; r < d.ranks; ++r) {
+    bool ok = true;
+    worst = std::max(worst, error_of_rank(d, ranks, r, &ok));
+    *gathered_ok = *gathered_ok && ok;
   }
   return worst;
 }

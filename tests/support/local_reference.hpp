@@ -31,4 +31,7 @@ std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans
 /// *gathered_ok whether every rank's gathered A (ag_gemm) equals the ranks' A exactly.
 double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gathered_ok);
 
+/// The same for rank r alone (the others' outputs are not read).
+double error_of_rank(const OpDesc& d, const std::vector<Buffers>& ranks, int r, bool* gathered_ok);
+
 }  // namespace cofuse::testing_support

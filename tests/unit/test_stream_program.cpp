@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <tuple>
 #include <limits>
 #include <random>
 #include <set>
@@ -61,6 +64,9 @@ void run_op(const OpDesc& d, const StreamOp& op, std::vector<Buffers>& ranks, st
       for (std::size_t i = 1; i < op.srcs.size(); ++i)
         detail::add_view(d.dtype, at(ranks, scratch, d.dtype, op.srcs[i]), op.srcs[i].view, dst, op.dst.view);
       break;
+    case StreamOpKind::send:
+    case StreamOpKind::recv:
+    case StreamOpKind::collective: FAIL() << "communication in a local op: " << op.label;
   }
 }
 
@@ -86,6 +92,186 @@ void run_interleaved(const OpDesc& d, const StreamProgram& program, std::vector<
     const int index = queues[std::size_t(s)][head[std::size_t(s)]++];
     run_op(d, program.ops[std::size_t(index)], ranks, scratch);
     done[std::size_t(index)] = 1;
+  }
+}
+
+// --- one rank per process (build_rank_program), the library's rendezvous faked on the host ---
+
+// to = from: same shape, or both contiguous with as many elements (a message's two ends).
+void move(DType t, const void* from, const View& fv, void* to, const View& tv) {
+  if (fv.rows == tv.rows && fv.cols == tv.cols) return detail::copy_view(t, from, fv, to, tv);
+  ASSERT_TRUE(fv.contiguous() && tv.contiguous() && fv.elements() == tv.elements());
+  std::memcpy(to, from, std::size_t(fv.elements()) * dtype_size(t));
+}
+
+void* at_rank(std::vector<Buffers>& ranks, DType t, int rank, const View& v) {
+  return ranks[std::size_t(rank)].bytes[static_cast<int>(v.buf)].data() + v.offset * int64_t(dtype_size(t));
+}
+
+// Runs every rank's program at once, FAKING the communication library (NCCL) for scheduling
+// logic only: a send or receive runs when its whole group, the peers' matching operations
+// (k-th send r->p with k-th receive at p from r) and THEIR groups are all at the heads of their
+// streams with their waits done, as a rendezvous; a collective when every rank's c-th one is.
+// No runnable operation while some are left is a deadlock: the test fails.
+void run_ranks(const OpDesc& d, const std::vector<StreamProgram>& programs, std::vector<Buffers>& ranks, std::mt19937_64& rng) {
+  const int p = d.ranks;
+  using Ref = std::pair<int, int>;  // (rank, op)
+  std::map<Ref, Ref> match;
+  std::vector<std::vector<int>> collectives(static_cast<std::size_t>(p));
+  {
+    std::map<std::tuple<int, int, int>, int> sends, recvs;  // (from, to, k) -> op
+    for (int r = 0; r < p; ++r) {
+      std::map<int, int> sent, received;
+      for (std::size_t i = 0; i < programs[std::size_t(r)].ops.size(); ++i) {
+        const StreamOp& op = programs[std::size_t(r)].ops[i];
+        if (op.kind == StreamOpKind::send) sends[{r, op.peer, sent[op.peer]++}] = int(i);
+        if (op.kind == StreamOpKind::recv) recvs[{op.peer, r, received[op.peer]++}] = int(i);
+        if (op.kind == StreamOpKind::collective) collectives[std::size_t(r)].push_back(int(i));
+      }
+    }
+    ASSERT_EQ(sends.size(), recvs.size());
+    for (const auto& [key, i] : sends) {
+      ASSERT_TRUE(recvs.count(key)) << "a send nobody receives";
+      const Ref s{std::get<0>(key), i}, v{std::get<1>(key), recvs[key]};
+      match[s] = v;
+      match[v] = s;
+    }
+  }
+  std::vector<std::vector<std::vector<int>>> queues(static_cast<std::size_t>(p));
+  std::vector<std::vector<std::size_t>> head(static_cast<std::size_t>(p));
+  std::vector<std::vector<char>> done(static_cast<std::size_t>(p));
+  std::vector<std::map<int, int>> collective_index(static_cast<std::size_t>(p));
+  std::size_t left = 0;
+  for (int r = 0; r < p; ++r) {
+    const StreamProgram& prog = programs[std::size_t(r)];
+    queues[std::size_t(r)].resize(std::size_t(prog.streams()));
+    head[std::size_t(r)].assign(std::size_t(prog.streams()), 0);
+    done[std::size_t(r)].assign(prog.ops.size(), 0);
+    for (std::size_t i = 0; i < prog.ops.size(); ++i) queues[std::size_t(r)][std::size_t(prog.ops[i].stream)].push_back(int(i));
+    for (std::size_t c = 0; c < collectives[std::size_t(r)].size(); ++c) collective_index[std::size_t(r)][collectives[std::size_t(r)][c]] = int(c);
+    left += prog.ops.size();
+  }
+  auto op_of = [&](Ref x) -> const StreamOp& { return programs[std::size_t(x.first)].ops[std::size_t(x.second)]; };
+  auto at_head = [&](Ref x) {
+    // Ops of one group are consecutive on the stream: the group is at the head when all the
+    // ops before its first are done.
+    const StreamOp& op = op_of(x);
+    const std::vector<int>& q = queues[std::size_t(x.first)][std::size_t(op.stream)];
+    const std::size_t h = head[std::size_t(x.first)][std::size_t(op.stream)];
+    for (std::size_t k = h; k < q.size(); ++k) {
+      if (q[k] == x.second) return true;
+      const StreamOp& before = programs[std::size_t(x.first)].ops[std::size_t(q[k])];
+      if (op.group < 0 || before.group != op.group) return false;
+    }
+    return false;
+  };
+  auto waits_done = [&](Ref x) {
+    for (int w : op_of(x).waits)
+      if (!done[std::size_t(x.first)][std::size_t(w)]) return false;
+    return true;
+  };
+  // Everything that must run together with x.
+  auto unit_of = [&](Ref x) {
+    std::vector<Ref> unit, todo = {x};
+    std::set<Ref> seen = {x};
+    while (!todo.empty()) {
+      const Ref y = todo.back();
+      todo.pop_back();
+      unit.push_back(y);
+      const StreamOp& op = op_of(y);
+      std::vector<Ref> next;
+      if (op.kind == StreamOpKind::collective) {
+        const int c = collective_index[std::size_t(y.first)][y.second];
+        for (int r = 0; r < p; ++r) next.push_back({r, collectives[std::size_t(r)][std::size_t(c)]});
+      } else if (op.group >= 0) {
+        next.push_back(match[y]);
+        const StreamProgram& prog = programs[std::size_t(y.first)];
+        for (std::size_t i = 0; i < prog.ops.size(); ++i)
+          if (prog.ops[i].group == op.group) next.push_back({y.first, int(i)});
+      }
+      for (const Ref& n : next)
+        if (seen.insert(n).second) todo.push_back(n);
+    }
+    return unit;
+  };
+  while (left > 0) {
+    std::vector<std::vector<Ref>> runnable;
+    for (int r = 0; r < p; ++r)
+      for (std::size_t s = 0; s < queues[std::size_t(r)].size(); ++s) {
+        const std::vector<int>& q = queues[std::size_t(r)][s];
+        const std::size_t h = head[std::size_t(r)][s];
+        if (h == q.size()) continue;
+        const std::vector<Ref> unit = unit_of({r, q[h]});
+        bool ready = true;
+        for (const Ref& u : unit) ready = ready && at_head(u) && waits_done(u);
+        if (ready) runnable.push_back(unit);
+      }
+    ASSERT_FALSE(runnable.empty()) << "no operation can run: the ranks' programs deadlock";
+    const std::vector<Ref>& unit = runnable[std::uniform_int_distribution<std::size_t>(0, runnable.size() - 1)(rng)];
+    const StreamOp& first = op_of(unit.front());
+    if (first.kind == StreamOpKind::collective) {
+      std::vector<const StreamOp*> c(static_cast<std::size_t>(p));
+      for (const Ref& u : unit) c[std::size_t(u.first)] = &op_of(u);
+      const View& z0 = c[0]->dst.view;
+      switch (first.collective) {
+        case Collective::allgather:
+          for (int r = 0; r < p; ++r)
+            for (int j = 0; j < p; ++j) {
+              View to = c[std::size_t(r)]->dst.view;
+              to.offset += j * c[std::size_t(r)]->stride;
+              move(d.dtype, at_rank(ranks, d.dtype, j, c[std::size_t(j)]->srcs[0].view), c[std::size_t(j)]->srcs[0].view,
+                   at_rank(ranks, d.dtype, r, to), to);
+            }
+          break;
+        case Collective::reduce_scatter:
+          for (int r = 0; r < p; ++r) {
+            const View& z = c[std::size_t(r)]->dst.view;
+            for (int j = 0; j < p; ++j) {
+              View from = c[std::size_t(j)]->srcs[0].view;
+              from.offset += r * c[std::size_t(j)]->stride;
+              if (j == 0) move(d.dtype, at_rank(ranks, d.dtype, j, from), from, at_rank(ranks, d.dtype, r, z), z);
+              else detail::add_view(d.dtype, at_rank(ranks, d.dtype, j, from), from, at_rank(ranks, d.dtype, r, z), z);
+            }
+          }
+          break;
+        case Collective::allreduce: {
+          std::vector<char> sum(std::size_t(z0.elements()) * dtype_size(d.dtype));
+          const View flat{Buf::work, 0, z0.rows, z0.cols, z0.cols};
+          for (int j = 0; j < p; ++j) {
+            const View& z = c[std::size_t(j)]->dst.view;
+            if (j == 0) detail::copy_view(d.dtype, at_rank(ranks, d.dtype, j, z), z, sum.data(), flat);
+            else detail::add_view(d.dtype, at_rank(ranks, d.dtype, j, z), z, sum.data(), flat);
+          }
+          for (int r = 0; r < p; ++r)
+            detail::copy_view(d.dtype, sum.data(), flat, at_rank(ranks, d.dtype, r, c[std::size_t(r)]->dst.view), c[std::size_t(r)]->dst.view);
+          break;
+        }
+      }
+    } else if (first.kind == StreamOpKind::send || first.kind == StreamOpKind::recv) {
+      for (const Ref& u : unit) {
+        const StreamOp& op = op_of(u);
+        if (op.kind != StreamOpKind::send) continue;
+        const Ref v = match[u];
+        const StreamOp& recv = op_of(v);
+        move(d.dtype, at_rank(ranks, d.dtype, u.first, op.srcs[0].view), op.srcs[0].view,
+             at_rank(ranks, d.dtype, v.first, recv.dst.view), recv.dst.view);
+      }
+    } else {
+      std::vector<char> no_scratch;
+      StreamOp local = first;  // views of "rank 0" of its program are this rank's buffers
+      for (RankView& s : local.srcs) s.rank = unit.front().first;
+      local.dst.rank = unit.front().first;
+      run_op(d, local, ranks, no_scratch);
+    }
+    for (const Ref& u : unit) {
+      done[std::size_t(u.first)][std::size_t(u.second)] = 1;
+      --left;
+    }
+    for (int r = 0; r < p; ++r)
+      for (std::size_t s = 0; s < queues[std::size_t(r)].size(); ++s) {
+        std::size_t& h = head[std::size_t(r)][s];
+        while (h < queues[std::size_t(r)][s].size() && done[std::size_t(r)][std::size_t(queues[std::size_t(r)][s][h])]) ++h;
+      }
   }
 }
 
@@ -121,6 +307,48 @@ TEST(StreamProgram, EveryOpAndScheduleIsCorrectUnderRandomInterleavings) {
         ++programs;
       }
   EXPECT_GT(programs, 500);
+}
+
+TEST(RankProgram, EveryOpAndScheduleIsCorrectWithOneProcessPerRank) {
+  const uint64_t seed = std::random_device{}();
+  std::mt19937_64 rng(seed);
+  int programs = 0;
+  for (int p : {1, 2, 3, 4})
+    for (const OpDesc& d : descs(p))
+      for (const Schedule& s : enumerate_schedules(d, {2, 3})) {
+        SCOPED_TRACE(d.to_string() + " | " + s.to_string() + " | seed " + std::to_string(seed));
+        std::vector<Plan> plans;
+        std::vector<StreamProgram> rank_programs;
+        for (int r = 0; r < p; ++r) {
+          plans.push_back(lower(d, s, r));
+          rank_programs.push_back(detail::build_rank_program(plans.back(), 2));
+        }
+        std::vector<Buffers> ranks = make_inputs(d, plans, seed + uint64_t(programs));
+        run_ranks(d, rank_programs, ranks, rng);
+        if (HasFatalFailure()) return;
+        bool gathered_ok = true;
+        ASSERT_LE(error_of(d, ranks, &gathered_ok), tolerance(d.dtype, d.k)) << rank_programs[0].dump();
+        ASSERT_TRUE(gathered_ok);
+        ++programs;
+      }
+  EXPECT_GT(programs, 500);
+}
+
+// Without groups, two ranks that each send to the other first would wait forever in NCCL.
+TEST(RankProgram, SendsAndReceivesOfOneStepShareAGroup) {
+  const OpDesc d{OpKind::gemm_rs, 8, 6, 8, DType::f32, false, false, Axis::m, 2};
+  const StreamProgram program = detail::build_rank_program(lower(d, *Schedule::parse("hetero-unfused-1d"), 0), 2);
+  int p2p = 0;
+  for (const StreamOp& op : program.ops)
+    if (op.kind == StreamOpKind::send || op.kind == StreamOpKind::recv) {
+      ++p2p;
+      EXPECT_GE(op.group, 0) << op.label;
+    }
+  EXPECT_GT(p2p, 0);
+  std::map<int, std::set<StreamOpKind>> kinds;
+  for (const StreamOp& op : program.ops)
+    if (op.group >= 0) kinds[op.group].insert(op.kind);
+  for (const auto& [group, k] : kinds) EXPECT_EQ(k.size(), 2u) << "group " << group << " does not both send and receive";
 }
 
 // The test above would catch a missing wait: without waits the same programs go wrong.

@@ -1,0 +1,47 @@
+// One rank per process and GPU under MPI, NCCL moving the data: the multi-GPU form of the
+// CUDA backend (the single-device form, LocalGroup, is in cuda.hpp). Built when the CUDA
+// toolkit, NCCL and MPI are all found; link cofuse::cofuse_cuda.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "cofuse/cuda.hpp"
+
+namespace cofuse::cuda {
+
+/// This rank's part of an op over NCCL. Its plan becomes a stream program of its own
+/// (exec/stream_program.hpp: build_rank_program): GEMMs, copies and reductions as in LocalGroup;
+/// point-to-point steps as ncclSend/ncclRecv, the i-th send and i-th receive in one
+/// ncclGroupStart/End so that no two ranks wait on each other's sends; library collectives as
+/// ncclAllGather / ncclReduceScatter / ncclAllReduce, all on the rank's communication stream.
+class Group {
+ public:
+  /// COLLECTIVE over comm (desc.ranks must be its size): the ranks first agree on desc and
+  /// schedule (cofuse::agree: every rank throws the same Error naming what differs), check that
+  /// this executor can run them, then create the NCCL communicator (its id broadcast over comm).
+  /// Rank i of a node uses GPU i modulo the node's GPU count (settings.device is ignored).
+  /// Schedules: serial, or fusion=unfused with engine=sm. NCCL moves contiguous buffers, so
+  /// strided 2d pieces need data=uniform (packed first). engine=ce between processes (CUDA IPC
+  /// or NCCL window copies) is not built yet: Error(invalid_argument). Any rank's failure makes
+  /// every rank throw (one MPI_Allreduce of a flag) instead of leaving the others in NCCL.
+  Group(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const Settings& settings = {});
+  ~Group();
+  Group(Group&&) noexcept;
+  Group& operator=(Group&&) noexcept;
+
+  /// Runs the op once on this rank's DEVICE buffers (collective: every rank calls it) and waits.
+  /// Times as LocalGroup::run, for this rank.
+  RunStats run(const OpBuffers& buffers);
+
+  const Plan& plan() const;
+  std::string program() const;
+  const std::vector<OpTime>& op_times() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cofuse::cuda
