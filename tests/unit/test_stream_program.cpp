@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <limits>
@@ -285,53 +286,50 @@ std::vector<OpDesc> descs(int p) {
   return out;
 }
 
-TEST(StreamProgram, EveryOpAndScheduleIsCorrectUnderRandomInterleavings) {
+// Every op (both axes, transposes, f32 and f64) and schedule (chunks 2 and 3) at 1-4 ranks, with
+// a fresh seed per run (printed on failure) and a seed per case; returns the number of cases.
+int for_every_case(const std::function<void(const OpDesc&, const std::vector<Plan>&, uint64_t, std::mt19937_64&)>& check) {
   const uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
-  int programs = 0;
+  int cases = 0;
   for (int p : {1, 2, 3, 4})
     for (const OpDesc& d : descs(p))
       for (const Schedule& s : enumerate_schedules(d, {2, 3})) {
         SCOPED_TRACE(d.to_string() + " | " + s.to_string() + " | seed " + std::to_string(seed));
         std::vector<Plan> plans;
         for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
-        const StreamProgram program = detail::build_stream_program(plans, 2);
-        for (int round = 0; round < 2; ++round) {
-          std::vector<Buffers> ranks = make_inputs(d, plans, seed + uint64_t(programs));
-          run_interleaved(d, program, ranks, rng);
-          bool gathered_ok = true;
-          const double error = error_of(d, ranks, &gathered_ok);
-          ASSERT_LE(error, tolerance(d.dtype, d.k)) << program.dump();
-          ASSERT_TRUE(gathered_ok) << program.dump();
-        }
-        ++programs;
+        check(d, plans, seed + uint64_t(cases++), rng);
+        if (::testing::Test::HasFatalFailure()) return cases;
       }
-  EXPECT_GT(programs, 500);
+  return cases;
+}
+
+TEST(StreamProgram, EveryOpAndScheduleIsCorrectUnderRandomInterleavings) {
+  const int cases = for_every_case([](const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed, std::mt19937_64& rng) {
+    const StreamProgram program = detail::build_stream_program(plans, 2);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<Buffers> ranks = make_inputs(d, plans, seed);
+      run_interleaved(d, program, ranks, rng);
+      bool gathered_ok = true;
+      ASSERT_LE(error_of(d, ranks, &gathered_ok), tolerance(d.dtype, d.k)) << program.dump();
+      ASSERT_TRUE(gathered_ok) << program.dump();
+    }
+  });
+  EXPECT_GT(cases, 500);
 }
 
 TEST(RankProgram, EveryOpAndScheduleIsCorrectWithOneProcessPerRank) {
-  const uint64_t seed = std::random_device{}();
-  std::mt19937_64 rng(seed);
-  int programs = 0;
-  for (int p : {1, 2, 3, 4})
-    for (const OpDesc& d : descs(p))
-      for (const Schedule& s : enumerate_schedules(d, {2, 3})) {
-        SCOPED_TRACE(d.to_string() + " | " + s.to_string() + " | seed " + std::to_string(seed));
-        std::vector<Plan> plans;
-        std::vector<StreamProgram> rank_programs;
-        for (int r = 0; r < p; ++r) {
-          plans.push_back(lower(d, s, r));
-          rank_programs.push_back(detail::build_rank_program(plans.back(), 2));
-        }
-        std::vector<Buffers> ranks = make_inputs(d, plans, seed + uint64_t(programs));
-        run_ranks(d, rank_programs, ranks, rng);
-        if (HasFatalFailure()) return;
-        bool gathered_ok = true;
-        ASSERT_LE(error_of(d, ranks, &gathered_ok), tolerance(d.dtype, d.k)) << rank_programs[0].dump();
-        ASSERT_TRUE(gathered_ok);
-        ++programs;
-      }
-  EXPECT_GT(programs, 500);
+  const int cases = for_every_case([](const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed, std::mt19937_64& rng) {
+    std::vector<StreamProgram> programs;
+    for (const Plan& plan : plans) programs.push_back(detail::build_rank_program(plan, 2));
+    std::vector<Buffers> ranks = make_inputs(d, plans, seed);
+    run_ranks(d, programs, ranks, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+    bool gathered_ok = true;
+    ASSERT_LE(error_of(d, ranks, &gathered_ok), tolerance(d.dtype, d.k)) << programs[0].dump();
+    ASSERT_TRUE(gathered_ok);
+  });
+  EXPECT_GT(cases, 500);
 }
 
 // Without groups, two ranks that each send to the other first would wait forever in NCCL.
