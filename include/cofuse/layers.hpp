@@ -1,0 +1,160 @@
+// Megatron-style tensor-parallel linear layers on cofuse's fused ops, forward and backward,
+// and an MLP block built from them (docs/training.md; ARCHITECTURE.md §1.1).
+//
+// A linear layer computes Y = X·Wᵀ (+ b) with W [out, in] split over P ranks:
+//
+//   ColumnParallelLinear  W_r = rows block r of W [out/P, in];  Y_r = X·W_rᵀ [T, out/P]
+//     forward   no SP: local GEMM (X replicated)          SP: ag_gemm (gather X along tokens)
+//     dgrad     no SP: gemm_ar  dX = Σ_r dY_r·W_r          SP: gemm_rs (scatter dX along tokens)
+//     wgrad     dW_r = dY_rᵀ·X (X gathered: kept from forward, or gathered again), local GEMM
+//   RowParallelLinear     W_r = columns block r of W [out, in/P];  X_r [T, in/P]
+//     forward   no SP: gemm_ar  Y = Σ_r X_r·W_rᵀ           SP: gemm_rs (Y_r = token block r)
+//     dgrad     no SP: local    dX_r = dY·W_r              SP: ag_gemm (gather dY along tokens)
+//     wgrad     dW_r = dYᵀ·X_r, local GEMM (dY gathered by the dgrad's ag_gemm under SP)
+//
+// SP = sequence parallelism: the layer's replicated side (the column layer's input, the row
+// layer's output) is split along tokens instead, T/P rows per rank. The bias of a column
+// layer is split like its output (b_r [out/P]); a row layer's bias is whole ([out], the same on
+// every rank) and added once, after the reduction. Row-major buffers, the op's dtype (f32/f64).
+//
+// Every GEMM that communicates runs as a cofuse Operation with its own schedule (fprop, dgrad,
+// wgrad), chosen by the planner when not given. Every function here is COLLECTIVE over the
+// communicator given at construction.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/ops.hpp"
+#include "cofuse/schedule.hpp"
+
+namespace cofuse {
+
+/// The three GEMMs of a linear layer.
+enum class LayerGemm { fprop, dgrad, wgrad };
+const char* to_string(LayerGemm g);
+
+struct LinearConfig {
+  int64_t tokens = 0;        // T, global rows of the input
+  int64_t in_features = 0;   // global
+  int64_t out_features = 0;  // global
+  DType dtype = DType::f32;
+  bool sequence_parallel = false;
+  bool bias = false;
+  /// Column-parallel with SP: keep the gathered input from forward for the weight gradient
+  /// (memory: T·in elements per rank, held from forward to backward) or gather it again in
+  /// backward (time: one more all-gather of the input). Ignored otherwise.
+  bool keep_gathered_input = true;
+  /// Column-parallel: compute the weight gradient on a second thread while the data gradient's
+  /// communication runs (seed 000's "runtime overlap" across ops). Off: one after the other.
+  bool overlap_wgrad = false;
+  /// A schedule per GEMM that communicates (the others are local GEMMs and ignore theirs);
+  /// nullopt = the planner's choice on `profile`.
+  std::optional<Schedule> fprop, dgrad, wgrad;
+  /// Machine profile for the planner: a shipped name or a file; "" = $COFUSE_PROFILE, else
+  /// "this-host-shm".
+  std::string profile;
+  ExecSettings exec;  // executor settings of every Operation
+};
+
+/// What one GEMM of a layer is and did.
+struct GemmReport {
+  LayerGemm gemm = LayerGemm::fprop;
+  std::string op;        // "ag_gemm", "gemm_rs", "gemm_ar" or "local"
+  std::string schedule;  // the schedule run, or "" for a local GEMM
+  double seconds = 0;    // wall time of the last call, this rank
+  double exposed_s = 0;  // of which not GEMM: communication nothing hid (and the waits for peers)
+};
+
+class ColumnParallelLinear {
+ public:
+  /// Collective: validates the configuration identically on every rank (sizes that do not
+  /// divide P, bad schedules) and builds the Operations. comm must outlive the layer.
+  ColumnParallelLinear(const LinearConfig& config, MPI_Comm comm);
+  ~ColumnParallelLinear();
+  ColumnParallelLinear(ColumnParallelLinear&&) noexcept;
+
+  /// x: [T/P, in] (SP) or [T, in]; w: W_r [out/P, in]; b: b_r [out/P] (bias) or null;
+  /// y: [T, out/P]. Keeps x (and the gathered input under SP) for backward: the caller must
+  /// leave x unchanged until backward returns.
+  void forward(const void* x, const void* w, const void* b, void* y);
+  /// dy: [T, out/P]; dx: [T/P, in] (SP) or [T, in]; dw: [out/P, in]; db: [out/P] (bias) or
+  /// null. Uses the w of the last forward.
+  void backward(const void* dy, void* dx, void* dw, void* db);
+
+  const LinearConfig& config() const;
+  const std::vector<GemmReport>& report() const;  // fprop, dgrad, wgrad
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class RowParallelLinear {
+ public:
+  RowParallelLinear(const LinearConfig& config, MPI_Comm comm);
+  ~RowParallelLinear();
+  RowParallelLinear(RowParallelLinear&&) noexcept;
+
+  /// x: X_r [T, in/P]; w: W_r [out, in/P]; b: [out] (bias, the same on every rank) or null;
+  /// y: [T/P, out] (SP) or [T, out]. Keeps x for backward.
+  void forward(const void* x, const void* w, const void* b, void* y);
+  /// dy: [T/P, out] (SP) or [T, out]; dx: [T, in/P]; dw: [out, in/P]; db: [out] (the same on
+  /// every rank) or null.
+  void backward(const void* dy, void* dx, void* dw, void* db);
+
+  const LinearConfig& config() const;
+  const std::vector<GemmReport>& report() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The transformer MLP: column-parallel (hidden -> ffn) -> GeLU (tanh form) -> row-parallel
+/// (ffn -> hidden), with forward, backward and a plain SGD step, holding its own weights.
+struct MlpConfig {
+  int64_t tokens = 0, hidden = 0, ffn = 0;
+  DType dtype = DType::f32;
+  bool sequence_parallel = false;
+  bool bias = true;
+  bool keep_gathered_input = true;
+  bool overlap_wgrad = false;
+  /// Schedules of the six GEMMs (column fprop/dgrad/wgrad, row fprop/dgrad/wgrad); nullopt = planner.
+  std::optional<Schedule> schedules[6];
+  std::string profile;
+  ExecSettings exec;
+};
+
+class MlpBlock {
+ public:
+  /// Collective. The weights start from fill_random(seed) of the WHOLE matrices (so every P
+  /// gives the same model), scaled by 1/sqrt(fan-in); each rank keeps its shards.
+  MlpBlock(const MlpConfig& config, MPI_Comm comm, uint64_t seed);
+  ~MlpBlock();
+
+  /// x: [T/P, hidden] (SP) or [T, hidden]; y: the same shape.
+  void forward(const void* x, void* y);
+  /// dy: like y; dx: like x. Fills this rank's weight gradients (grad()).
+  void backward(const void* dy, void* dx);
+  /// w -= lr · dw for every parameter of this rank.
+  void sgd_step(double lr);
+
+  /// This rank's parameters and their gradients, as bytes of the dtype: w1 [ffn/P, hidden],
+  /// b1 [ffn/P], w2 [hidden, ffn/P], b2 [hidden].
+  std::vector<char>& parameter(int index);  // 0 w1, 1 b1, 2 w2, 3 b2
+  std::vector<char>& gradient(int index);
+  /// Reports of the six GEMMs: column fprop, dgrad, wgrad, then row fprop, dgrad, wgrad.
+  std::vector<GemmReport> report() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cofuse
