@@ -29,4 +29,7 @@ std::function<int()> add_report_command(CLI::App& app);
 /// Adds `cofuse profile` (initialises MPI when run; needs at least 2 ranks).
 std::function<int()> add_profile_command(CLI::App& app);
 
+/// Adds `cofuse train-step` (initialises MPI when run).
+std::function<int()> add_train_step_command(CLI::App& app);
+
 }  // namespace cofuse::cli

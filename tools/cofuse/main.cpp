@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   auto sim_command = cofuse::cli::add_sim_command(app);
   auto tune_command = cofuse::cli::add_tune_command(app);
   auto profile_command = cofuse::cli::add_profile_command(app);
+  auto train_step_command = cofuse::cli::add_train_step_command(app);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("sim")) return sim_command();
   if (app.got_subcommand("tune")) return tune_command();
   if (app.got_subcommand("profile")) return profile_command();
+  if (app.got_subcommand("train-step")) return train_step_command();
   std::cout << app.help();
   return 0;
 }

@@ -1,0 +1,238 @@
+// `cofuse train-step`: N training steps (forward, backward, SGD) of the tensor-parallel MLP
+// block (include/cofuse/layers.hpp) under mpirun, for several variants side by side: every
+// GEMM serial, the planner's schedules, and the planner's schedules with the column layer's
+// weight gradient computed beside its data gradient's communication. Reports step time,
+// tokens per second, the per-GEMM breakdown (time, exposed communication, schedule), how much of
+// the per-GEMM gain survived end to end, and each variant's gradients against serial's.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cofuse/cofuse.hpp"
+#include "cofuse/layers.hpp"
+#include "commands.hpp"
+#include "mpi_command.hpp"
+#include "text.hpp"
+#include "timing.hpp"
+
+namespace cofuse::cli {
+
+namespace {
+
+struct TrainArgs {
+  int64_t hidden = 1024, ffn = 4096, tokens = 1024;
+  std::string dtype = "f32", profile, records, link;
+  std::vector<std::string> variants = {"serial", "auto", "auto+overlap"};
+  bool sequence_parallel = false, no_bias = false;
+  int steps = 5, warmup = 1;
+  double lr = 1e-3;
+  uint64_t seed = 1;
+};
+
+const char* kGemmNames[6] = {"col.fprop", "col.dgrad", "col.wgrad", "row.fprop", "row.dgrad", "row.wgrad"};
+
+struct VariantResult {
+  std::string name;
+  Summary step_ms;
+  std::vector<Summary> gemm_ms, exposed_ms;  // per GEMM, the slowest rank's, over steps
+  std::vector<std::string> schedules, ops;
+  double grad_error = 0;                      // against serial's gradients of the first step
+  std::vector<std::vector<char>> grads;       // this rank's, after the first step
+};
+
+double max_over_ranks(double v) {
+  double m = v;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+double relative_difference(DType t, const std::vector<char>& a, const std::vector<char>& b) {
+  double diff = 0, norm = 0;
+  const std::size_t n = a.size() / dtype_size(t);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = t == DType::f64 ? reinterpret_cast<const double*>(a.data())[i] : reinterpret_cast<const float*>(a.data())[i];
+    const double y = t == DType::f64 ? reinterpret_cast<const double*>(b.data())[i] : reinterpret_cast<const float*>(b.data())[i];
+    diff += (x - y) * (x - y);
+    norm += y * y;
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType dtype, const std::vector<char>& x,
+                          const std::vector<char>& dy) {
+  MlpConfig c;
+  c.tokens = a.tokens;
+  c.hidden = a.hidden;
+  c.ffn = a.ffn;
+  c.dtype = dtype;
+  c.sequence_parallel = a.sequence_parallel;
+  c.bias = !a.no_bias;
+  c.profile = a.profile;
+  c.overlap_wgrad = variant == "auto+overlap" || variant == "serial+overlap";
+  if (variant.rfind("serial", 0) == 0)
+    for (auto& s : c.schedules) s = serial_schedule();
+  MlpBlock mlp(c, MPI_COMM_WORLD, a.seed);
+  VariantResult r;
+  r.name = variant;
+  std::vector<char> y(x.size()), dx(x.size());
+  std::vector<double> steps;
+  std::vector<std::vector<double>> gemm(6), exposed(6);
+  for (int i = 0; i < a.warmup + a.steps; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double start = steady_seconds();
+    mlp.forward(x.data(), y.data());
+    mlp.backward(dy.data(), dx.data());
+    if (i == 0)
+      for (int p = 0; p < 4; ++p) r.grads.push_back(mlp.gradient(p));
+    mlp.sgd_step(a.lr);
+    const double step = max_over_ranks(steady_seconds() - start);
+    const std::vector<GemmReport> rep = mlp.report();
+    if (i < a.warmup) continue;
+    steps.push_back(step * 1e3);
+    for (int g = 0; g < 6; ++g) {
+      gemm[std::size_t(g)].push_back(max_over_ranks(rep[std::size_t(g)].seconds) * 1e3);
+      exposed[std::size_t(g)].push_back(max_over_ranks(rep[std::size_t(g)].exposed_s) * 1e3);
+    }
+  }
+  r.step_ms = summarize(steps);
+  for (int g = 0; g < 6; ++g) {
+    r.gemm_ms.push_back(summarize(gemm[std::size_t(g)]));
+    r.exposed_ms.push_back(summarize(exposed[std::size_t(g)]));
+    r.schedules.push_back(mlp.report()[std::size_t(g)].schedule);
+    r.ops.push_back(mlp.report()[std::size_t(g)].op);
+  }
+  return r;
+}
+
+int train_step(const TrainArgs& a) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const DType dtype = *parse_dtype(a.dtype);
+  agree_values(MPI_COMM_WORLD, "cofuse train-step",
+               {{"hidden", a.hidden}, {"ffn", a.ffn}, {"tokens", a.tokens}, {"steps", a.steps}, {"warmup", a.warmup},
+                {"sequence_parallel", a.sequence_parallel}, {"variants", int64_t(a.variants.size())}});
+  // This rank's input and output gradient: its token block of the whole random tensors.
+  const int64_t rows = a.sequence_parallel ? a.tokens / size : a.tokens;
+  if (a.sequence_parallel && a.tokens % size != 0)
+    throw Error(ErrorCode::invalid_argument, "tokens=" + std::to_string(a.tokens) + " is not divisible by " + std::to_string(size) +
+                                                 " ranks (sequence parallelism splits them)");
+  std::vector<char> x(std::size_t(rows * a.hidden) * dtype_size(dtype)), dy(x.size());
+  fill_random(dtype, x.data(), rows * a.hidden, a.seed, 100 + uint64_t(a.sequence_parallel ? rank : 0));
+  fill_random(dtype, dy.data(), rows * a.hidden, a.seed, 200 + uint64_t(a.sequence_parallel ? rank : 0));
+
+  std::vector<VariantResult> results;
+  for (const std::string& v : a.variants) {
+    if (rank == 0) std::cerr << "train-step: " << v << "...\n";
+    results.push_back(run_variant(a, v, dtype, x, dy));
+  }
+  const VariantResult* serial = nullptr;
+  for (const VariantResult& r : results)
+    if (r.name == "serial") serial = &r;
+  for (VariantResult& r : results) {
+    double worst = 0;
+    if (serial)
+      for (int p = 0; p < 4; ++p) worst = std::max(worst, relative_difference(dtype, r.grads[std::size_t(p)], serial->grads[std::size_t(p)]));
+    r.grad_error = max_over_ranks(worst);
+  }
+  if (rank != 0) return 0;
+
+  const char* env = std::getenv("COFUSE_LINK");
+  const std::string link = !a.link.empty() ? a.link : env && *env ? env : "not described (pass --link or set COFUSE_LINK)";
+  std::ostringstream o;
+  o << "cofuse train-step  MLP hidden=" << a.hidden << " ffn=" << a.ffn << " tokens=" << a.tokens << " " << a.dtype
+    << (a.sequence_parallel ? " sequence-parallel" : "") << (a.no_bias ? "" : " bias") << " on " << size << " ranks; "
+    << a.steps << " steps after " << a.warmup << " warm-up, medians of the slowest rank\n  link: " << link << "\n\n";
+  o << "  " << std::left << std::setw(16) << "variant" << std::right << std::setw(10) << "step ms" << std::setw(10) << "min"
+    << std::setw(12) << "tokens/s" << std::setw(10) << "x serial" << std::setw(14) << "grad vs serial" << "\n";
+  for (const VariantResult& r : results)
+    o << "  " << std::left << std::setw(16) << r.name << std::right << std::setw(10) << fixed(r.step_ms.median, 2) << std::setw(10)
+      << fixed(r.step_ms.min, 2) << std::setw(12) << fixed(a.tokens / (r.step_ms.median * 1e-3), 0) << std::setw(10)
+      << (serial ? fixed(serial->step_ms.median / r.step_ms.median, 2) : "-") << std::setw(14)
+      << (serial ? [&] { std::ostringstream e; e << std::scientific << std::setprecision(1) << r.grad_error; return e.str(); }() : "-")
+      << "\n";
+  o << "\n  per GEMM: median ms (exposed ms)   [op: schedule of the first non-serial variant]\n  " << std::left
+    << std::setw(16) << "variant" << std::right;
+  for (const char* g : kGemmNames) o << std::setw(17) << g;
+  o << "\n";
+  for (const VariantResult& r : results) {
+    o << "  " << std::left << std::setw(16) << r.name << std::right;
+    for (int g = 0; g < 6; ++g)
+      o << std::setw(17) << (fixed(r.gemm_ms[std::size_t(g)].median, 2) + " (" + fixed(r.exposed_ms[std::size_t(g)].median, 2) + ")");
+    o << "\n";
+  }
+  for (const VariantResult& r : results) {
+    if (r.name == "serial") continue;
+    o << "\n  " << r.name << " schedules:\n";
+    for (int g = 0; g < 6; ++g)
+      o << "    " << std::left << std::setw(10) << kGemmNames[g] << std::setw(8) << r.ops[std::size_t(g)] << r.schedules[std::size_t(g)]
+        << "\n";
+    if (serial) {
+      // The gain the GEMMs made on their own, against what the whole step gained.
+      double gemm_gain = 0;
+      for (int g = 0; g < 6; ++g) gemm_gain += serial->gemm_ms[std::size_t(g)].median - r.gemm_ms[std::size_t(g)].median;
+      const double step_gain = serial->step_ms.median - r.step_ms.median;
+      o << "    GEMMs together " << fixed(gemm_gain, 2) << " ms faster than serial's; the step " << fixed(step_gain, 2)
+        << " ms faster (" << (gemm_gain > 0 ? fixed(100 * step_gain / gemm_gain, 0) + "% of the GEMMs' gain survived" : "no GEMM gain")
+        << ")\n";
+    }
+  }
+  std::cout << o.str();
+  if (!a.records.empty()) {
+    std::ofstream f(a.records, std::ios::app);
+    for (const VariantResult& r : results) {
+      f << "{\"schema\":\"cofuse.train.record/1\",\"when\":\"" << utc_now() << "\",\"variant\":\"" << r.name
+        << "\",\"model\":{\"hidden\":" << a.hidden << ",\"ffn\":" << a.ffn << ",\"tokens\":" << a.tokens << ",\"dtype\":\"" << a.dtype
+        << "\",\"sequence_parallel\":" << (a.sequence_parallel ? "true" : "false") << ",\"bias\":" << (a.no_bias ? "false" : "true")
+        << "},\"ranks\":" << size << ",\"link\":\"" << link << "\",\"steps\":" << a.steps << ",\"step_ms\":{\"median\":"
+        << r.step_ms.median << ",\"min\":" << r.step_ms.min << ",\"max\":" << r.step_ms.max
+        << "},\"tokens_per_s\":" << a.tokens / (r.step_ms.median * 1e-3)
+        << ",\"x_serial\":" << (serial ? serial->step_ms.median / r.step_ms.median : 0.0)
+        << ",\"grad_error_vs_serial\":" << r.grad_error << ",\"gemms\":[";
+      for (int g = 0; g < 6; ++g)
+        f << (g ? "," : "") << "{\"gemm\":\"" << kGemmNames[g] << "\",\"op\":\"" << r.ops[std::size_t(g)] << "\",\"schedule\":\""
+          << r.schedules[std::size_t(g)] << "\",\"ms\":" << r.gemm_ms[std::size_t(g)].median
+          << ",\"exposed_ms\":" << r.exposed_ms[std::size_t(g)].median << "}";
+      f << "]}\n";
+    }
+    if (!f) throw Error(ErrorCode::io, "cannot write " + a.records);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_train_step_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train-step",
+      "Training steps of the tensor-parallel MLP block (column -> GeLU -> row) under mpirun: serial vs the\n"
+      "planner's schedules, step time, tokens/s, per-GEMM breakdown (docs/training.md)");
+  cmd->add_option("--hidden", args->hidden, "Hidden size (the MLP's input and output width)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--ffn", args->ffn, "FFN size (the MLP's inner width; divisible by the ranks)")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--tokens", args->tokens, "Tokens per step (rows; divisible by the ranks with --sequence-parallel)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  cmd->add_flag("--sequence-parallel", args->sequence_parallel, "Split the block's input and output along tokens");
+  cmd->add_flag("--no-bias", args->no_bias, "Layers without bias");
+  cmd->add_option("--variants", args->variants,
+                  "Comma-separated: serial (every GEMM unfused), auto (the planner's schedules), auto+overlap (and the\n"
+                  "column layer's weight gradient beside its data gradient), serial+overlap")
+      ->delimiter(',')->check(CLI::IsMember({"serial", "auto", "auto+overlap", "serial+overlap"}))->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Timed steps per variant")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--lr", args->lr, "SGD learning rate")->capture_default_str();
+  cmd->add_option("--profile", args->profile, "Machine profile the planner plans with (default $COFUSE_PROFILE, else this-host-shm)");
+  cmd->add_option("--seed", args->seed, "Seed of the weights and data")->capture_default_str();
+  cmd->add_option("--records", args->records, "Append one JSON record per variant (schema cofuse.train.record/1)");
+  cmd->add_option("--link", args->link, "What the link between ranks is, kept in records (default: $COFUSE_LINK)");
+  return [args] { return run_with_mpi("train-step", [args] { return train_step(*args); }); };
+}
+
+}  // namespace cofuse::cli
