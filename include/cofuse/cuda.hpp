@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
-#include "cofuse/ops.hpp"
 #include "cofuse/plan.hpp"
+#include "cofuse/run_types.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse::cuda {
@@ -67,10 +67,14 @@ class LocalGroup {
   LocalGroup(LocalGroup&&) noexcept;
   LocalGroup& operator=(LocalGroup&&) noexcept;
 
-  /// Runs the op once and waits for it. buffers[r]: rank r's DEVICE buffers, laid out as
+  /// Runs the op once and waits for it. Work the caller queued on the legacy default stream
+  /// (cudaMemcpy uploads included) finishes first; work on the caller's own non-blocking
+  /// streams must be synchronised by the caller. buffers[r]: rank r's DEVICE buffers, laid out as
   /// desc.local_shapes() says (gathered may be null). Returns the group's times: total_s the
   /// whole program (CUDA events); with settings.timing also gemm_s (the largest per-rank sum of
-  /// GEMM times) and comm_s (the largest per-rank time with a transfer or reduction running).
+  /// GEMM times) and comm_s (the largest per-rank time with anything running on its
+  /// communication stream: transfers, the sums of collectives; a plan's own reduce tasks run on
+  /// the compute streams and are not counted).
   /// Throws Error(invalid_argument) for missing buffers, Error(device) for a failed call.
   RunStats run(const std::vector<OpBuffers>& buffers);
 

@@ -18,6 +18,7 @@
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/plan.hpp"
+#include "cofuse/run_types.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse {
@@ -27,44 +28,7 @@ struct CommState;
 class CpuExecutor;
 }
 
-/// One rank's buffers, laid out as OpDesc::local_shapes() says (row-major, contiguous).
-/// The element type is the op's dtype (float for f32, double for f64).
-struct OpBuffers {
-  const void* a = nullptr;   // stored A_r, local_shapes().a elements; read only
-  const void* b = nullptr;   // stored B_r, local_shapes().b elements; read only
-  void* c = nullptr;         // C_r, local_shapes().c elements; overwritten
-  void* gathered = nullptr;  // optional, ag_gemm only: receives the gathered A
-                             // (local_shapes().gathered elements); may be null
-};
 
-/// Wall-clock seconds of one call on this rank.
-struct RunStats {
-  double gemm_s = 0;   // time the compute engine spent in GEMM tasks (summed over tasks)
-  double comm_s = 0;   // wall time during which any communication task was in flight
-                       // (including the wait for slower peers)
-  double total_s = 0;  // the whole call, from entry to return
-  double progress_cpu_s = 0;  // CPU time the progress thread used (0 without one): what the
-                              // communication engine took from the cores the GEMM runs on
-};
-
-/// Settings of the CPU executor. Explicit values, no environment variables.
-struct ExecSettings {
-  /// Progress thread (engine=thread): at most this many microseconds between two polls of MPI
-  /// while a message is in flight (a finished GEMM wakes it sooner). 0 = spin (fastest reaction, but it takes a whole core from the
-  /// GEMM); larger = cheaper, but a message may complete up to this much later than it could.
-  /// With nothing in flight the thread blocks on a condition variable and costs nothing.
-  /// Default 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks)
-  /// spinning cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).
-  int poll_us = 200;
-  /// Fused schedules (engine=inline): rows of a GEMM computed between two MPI progress calls.
-  int64_t tile_rows = 64;
-};
-
-/// When one task of the last call started and ended (steady-clock seconds on this rank).
-struct TaskTime {
-  double start = 0;
-  double end = 0;
-};
 
 /// A validated, agreed operation bound to a communicator and a schedule, ready to run many times:
 /// the persistent handle that owns the plan, its MPI datatypes and its progress thread.

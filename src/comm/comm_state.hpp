@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "exec/watchdog.hpp"
+
 namespace cofuse::detail {
 
 /// Scratch memory reused across calls: allocating (and first-touching) a fresh buffer per call
@@ -34,6 +36,7 @@ struct CommState {
   int rank = 0;
   int size = 0;
   Workspace workspace;
+  Watchdog watchdog;  // the deadline of calls on this communicator (they never run concurrently)
 };
 
 /// How many CommStates exist in this process (created on first use, destroyed with their

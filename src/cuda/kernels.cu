@@ -29,30 +29,27 @@ struct Sources {
   int count;
 };
 
-// One thread per element, grid-stride over rows x cols.
+// Rows along the grid's y, columns along x (no division per element), both grid-strided.
 template <typename T>
 __global__ void copy_kernel(const T* from, int64_t from_ld, T* to, int64_t to_ld, int64_t rows, int64_t cols) {
-  const int64_t total = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, c = i % cols;
-    to[r * to_ld + c] = from[r * from_ld + c];
-  }
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x)
+      to[r * to_ld + c] = from[r * from_ld + c];
 }
 
 template <typename T>
 __global__ void sum_kernel(Sources s, bool accumulate, T* into, int64_t into_ld, int64_t rows, int64_t cols) {
-  const int64_t total = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, c = i % cols;
-    typename Acc<T>::type acc = accumulate ? widen(into[r * into_ld + c]) : typename Acc<T>::type(0);
-    for (int j = 0; j < s.count; ++j) acc += widen(static_cast<const T*>(s.data[j])[r * s.ld[j] + c]);
-    into[r * into_ld + c] = narrow<T>(acc);
-  }
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
+      typename Acc<T>::type acc = accumulate ? widen(into[r * into_ld + c]) : typename Acc<T>::type(0);
+      for (int j = 0; j < s.count; ++j) acc += widen(static_cast<const T*>(s.data[j])[r * s.ld[j] + c]);
+      into[r * into_ld + c] = narrow<T>(acc);
+    }
 }
 
-dim3 grid_for(int64_t elements) {
-  const int64_t blocks = (elements + 255) / 256;
-  return dim3(unsigned(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535));
+dim3 grid_for(int64_t rows, int64_t cols) {
+  const int64_t x = (cols + 255) / 256, y = rows;
+  return dim3(unsigned(x < 1024 ? (x > 0 ? x : 1) : 1024), unsigned(y < 65535 ? (y > 0 ? y : 1) : 65535));
 }
 
 template <typename F>
@@ -71,7 +68,7 @@ void launch_copy(cudaStream_t stream, Element dtype, Strided from, void* to, int
   if (rows * cols == 0) return;
   by_type(dtype, [&](auto zero) {
     using T = decltype(zero);
-    copy_kernel<T><<<grid_for(rows * cols), 256, 0, stream>>>(static_cast<const T*>(from.data), from.ld, static_cast<T*>(to),
+    copy_kernel<T><<<grid_for(rows, cols), 256, 0, stream>>>(static_cast<const T*>(from.data), from.ld, static_cast<T*>(to),
                                                               to_ld, rows, cols);
   });
   check(cudaGetLastError(), "copy kernel launch");
@@ -90,7 +87,7 @@ void launch_sum(cudaStream_t stream, Element dtype, const Strided* sources, int 
   s.count = count;
   by_type(dtype, [&](auto zero) {
     using T = decltype(zero);
-    sum_kernel<T><<<grid_for(rows * cols), 256, 0, stream>>>(s, accumulate, static_cast<T*>(into), into_ld, rows, cols);
+    sum_kernel<T><<<grid_for(rows, cols), 256, 0, stream>>>(s, accumulate, static_cast<T*>(into), into_ld, rows, cols);
   });
   check(cudaGetLastError(), "sum kernel launch");
 }

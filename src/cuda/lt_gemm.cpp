@@ -48,6 +48,18 @@ const LtGemm::Prepared& LtGemm::prepare(const GemmCall& g, unsigned alignment, s
   if (found != cache_.end()) return found->second;
 
   Prepared p;
+  // Whatever was created is destroyed if a later step fails.
+  struct Release {
+    Prepared& p;
+    bool keep = false;
+    ~Release() {
+      if (keep) return;
+      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+      if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+      if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+    }
+  } release{p};
   const bool f64 = g.dtype == DType::f64;
   const cublasComputeType_t compute =
       f64 ? CUBLAS_COMPUTE_64F : (g.dtype == DType::f32 && tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
@@ -77,28 +89,25 @@ const LtGemm::Prepared& LtGemm::prepare(const GemmCall& g, unsigned alignment, s
   if (rc == CUBLAS_STATUS_SUCCESS)
     rc = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found_count);
   cublasLtMatmulPreferenceDestroy(pref);
-  auto release = [&] {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
-  };
-  if (rc != CUBLAS_STATUS_SUCCESS) {
-    release();
-    check(rc, "cublasLtMatmulAlgoGetHeuristic");
-  }
-  if (found_count == 0) {
-    release();
+  check(rc, "cublasLtMatmulAlgoGetHeuristic");
+  if (found_count == 0)
     throw Error(ErrorCode::device, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + std::string(to_string(g.dtype)) +
                                        " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
                                        " (alignment " + std::to_string(alignment) + " bytes)");
-  }
   p.algo = result.algo;
+  release.keep = true;
   return cache_.emplace(key, p).first->second;
 }
 
 void LtGemm::run(const GemmCall& g, cudaStream_t stream, void* workspace, std::size_t workspace_bytes) {
   if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {  // an empty sum: Z = 0, or unchanged when accumulating
+    if (!g.accumulate)
+      check(cudaMemset2DAsync(g.z, std::size_t(g.ldz) * dtype_size(g.dtype), 0, std::size_t(g.n) * dtype_size(g.dtype),
+                              std::size_t(g.m), stream),
+            "cudaMemset2DAsync");
+    return;
+  }
   const Prepared& p = prepare(g, alignment_of(g), workspace_bytes);
   const double alpha64 = 1.0, beta64 = g.accumulate ? 1.0 : 0.0;
   const float alpha32 = 1.0f, beta32 = g.accumulate ? 1.0f : 0.0f;

@@ -95,7 +95,9 @@ ProgramRunner::ProgramRunner(cofuse::detail::StreamProgram program, DType dtype,
   Resources& r = *r_;
   int least = 0, greatest = 0;
   check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
-  check(cudaStreamCreateWithFlags(&r.origin, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  // A blocking stream: the program starts after whatever the caller queued on the legacy
+  // default stream (cudaMemcpy of the inputs, say), as a plain CUDA call would.
+  check(cudaStreamCreate(&r.origin), "cudaStreamCreate");
   r.streams.assign(std::size_t(program_.streams()), nullptr);
   r.gemm_work.assign(r.streams.size(), nullptr);
   for (int s = 0; s < program_.streams(); ++s) {

@@ -77,6 +77,7 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
 
   const std::size_t n = plan_.tasks.size();
   done_ = std::make_unique<std::atomic<uint8_t>[]>(n);
+  started_ = std::make_unique<std::atomic<uint8_t>[]>(n);
   times_.resize(n);
   int collectives = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -202,6 +203,7 @@ void CpuExecutor::post(int slot) {
   const Task& t = plan_.tasks[c.task];
   MPI_Request* request = &requests_[slot];
   times_[c.task].start = now();
+  started_[c.task].store(1, std::memory_order_relaxed);
   switch (t.kind) {
     case TaskKind::send:
       mpi_check(MPI_Isend(pointer(t.x), c.x_count, c.x_type, t.peer, t.tag, comm_, request), "MPI_Isend");
@@ -266,6 +268,7 @@ bool CpuExecutor::progress() {
     if (!deps_done(t)) continue;
     if (c.local) {
       times_[c.task].start = now();
+      started_[c.task].store(1, std::memory_order_relaxed);
       copy_view(plan_.desc.dtype, pointer(t.x), t.x, pointer(t.z), t.z);
       c.posted = true;
       mark_done(c.task);
@@ -302,6 +305,7 @@ void CpuExecutor::wait_any_inflight() {
 
 void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
+  started_[index].store(1, std::memory_order_relaxed);
   if (skip_gemm_ && t.kind == TaskKind::gemm) {
     times_[index].start = now();  // a zero-length task: no GEMM ran
     mark_done(index);
@@ -403,6 +407,7 @@ void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
                        : static_cast<char*>(work) + std::max<int64_t>(plan_.gathered_offset, 0) * elem;
   for (std::size_t i = 0; i < plan_.tasks.size(); ++i) {
     done_[i].store(0, std::memory_order_relaxed);
+    started_[i].store(0, std::memory_order_relaxed);
     times_[i] = {};
   }
 }
@@ -521,6 +526,54 @@ RunStats CpuExecutor::phase_times(double start) const {
   }
   stats.comm_s = comm_busy;
   return stats;
+}
+
+std::string CpuExecutor::waiting_for() const {
+  // Reads only the per-task atomics and the (immutable) plan: callable while run() runs.
+  const std::size_t n = plan_.tasks.size();
+  std::size_t done = 0;
+  std::vector<std::string> in_flight, blocked;
+  std::vector<int> suspects;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (done_[i].load(std::memory_order_acquire)) {
+      ++done;
+      continue;
+    }
+    const Task& t = plan_.tasks[i];
+    const std::string name = "#" + std::to_string(i) + " '" + t.label + "'";
+    if (started_[i].load(std::memory_order_relaxed)) {
+      switch (t.kind) {
+        case TaskKind::send:
+        case TaskKind::recv:
+          in_flight.push_back(name + " (" + (t.kind == TaskKind::send ? "send " : "receive ") + std::to_string(t.bytes) +
+                              " bytes " + (t.kind == TaskKind::send ? "to" : "from") + " rank " + std::to_string(t.peer) +
+                              ", tag " + std::to_string(t.tag) + ")");
+          if (std::find(suspects.begin(), suspects.end(), t.peer) == suspects.end()) suspects.push_back(t.peer);
+          break;
+        case TaskKind::collective:
+          in_flight.push_back(name + " (a library collective of " + std::to_string(t.bytes) + " bytes with every rank)");
+          suspects.push_back(-1);
+          break;
+        default: in_flight.push_back(name + " (computing)");
+      }
+    } else if (blocked.size() < 3) {
+      blocked.push_back(name);
+    }
+  }
+  std::string out = std::to_string(done) + " of " + std::to_string(n) + " tasks done";
+  if (done == n) return out + " (the call was finishing)";
+  const std::size_t shown = std::min<std::size_t>(in_flight.size(), 4);
+  if (in_flight.empty()) out += "; nothing in flight (waiting to start, or in the buffer check with every rank)";
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "; waiting for ") + in_flight[i];
+  if (in_flight.size() > shown) out += " and " + std::to_string(in_flight.size() - shown) + " more";
+  if (!blocked.empty()) {
+    out += "; next blocked:";
+    for (const std::string& b : blocked) out += " " + b;
+  }
+  std::string who;
+  for (int s : suspects) who += (who.empty() ? "" : ", ") + (s < 0 ? std::string("every rank (collective)") : "rank " + std::to_string(s));
+  if (!who.empty()) out += "; suspect peer(s): " + who;
+  return out;
 }
 
 }  // namespace cofuse::detail

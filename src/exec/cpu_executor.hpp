@@ -54,6 +54,11 @@ class CpuExecutor {
   RunStats run_comm_only(const OpBuffers& buffers, void* work);
 
   const Plan& plan() const { return plan_; }
+  const ExecSettings& settings() const { return settings_; }
+  /// What this rank is waiting for, in words: tasks done, the communication in flight (peer,
+  /// bytes, tag; collective and its sequence number), what is blocked on it, the suspect peers.
+  /// Safe to call from another thread while run() runs (the watchdog does).
+  std::string waiting_for() const;
   /// Start and end of every task of the last run (steady-clock seconds), indexed like plan().tasks.
   const std::vector<TaskTime>& times() const { return times_; }
 
@@ -86,6 +91,8 @@ class CpuExecutor {
   std::vector<MPI_Request> requests_; // one per comm task
   std::vector<int> completed_;        // scratch for MPI_Testsome
   std::unique_ptr<std::atomic<uint8_t>[]> done_;
+  std::unique_ptr<std::atomic<uint8_t>[]> started_;  // per task: begun (posted, or computing)
+  std::atomic<int> phase_{0};                        // 0 idle, 1 in run()
   std::vector<TaskTime> times_;
   mutable std::vector<std::pair<double, double>> spans_;  // scratch for the communication time
   char* base_[5] = {};

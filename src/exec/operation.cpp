@@ -120,6 +120,15 @@ RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return execute
 
 RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only) {
   const auto start = std::chrono::steady_clock::now();
+  // Armed before the first collective (a dead peer can hang the buffer check too), disarmed on
+  // every way out.
+  state_->watchdog.arm(detail::effective_deadline(executor_->settings().deadline_s), state_->comm, state_->rank,
+                       desc_.to_string() + " schedule " + executor_->plan().schedule.to_string(),
+                       [this] { return executor_->waiting_for(); });
+  struct Disarm {
+    detail::Watchdog& w;
+    ~Disarm() { w.disarm(); }
+  } disarm{state_->watchdog};
   // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
   // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
   std::string problem = buffer_problem(desc_, buffers);

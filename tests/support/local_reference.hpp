@@ -28,7 +28,8 @@ void fill_nan(DType t, std::vector<char>& v);
 std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed);
 
 /// The largest relative Frobenius error of any rank's c against the reference, and in
-/// *gathered_ok whether every rank's gathered A (ag_gemm) equals the ranks' A exactly.
+/// *gathered_ok whether every rank's gathered A (ag_gemm; skipped where bytes[3] is empty)
+/// equals the ranks' A exactly.
 double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gathered_ok);
 
 /// The same for rank r alone (the others' outputs are not read).

@@ -1,0 +1,72 @@
+#include "exec/watchdog.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace cofuse::detail {
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::arm(double seconds, MPI_Comm comm, int rank, std::string what, std::function<std::string()> describe) {
+  if (seconds <= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    armed_ = true;
+    ++generation_;
+    seconds_ = seconds;
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                        std::chrono::duration<double>(seconds));
+    comm_ = comm;
+    rank_ = rank;
+    what_ = std::move(what);
+    describe_ = std::move(describe);
+  }
+  cv_.notify_all();
+}
+
+void Watchdog::disarm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  armed_ = false;
+  ++generation_;
+}
+
+void Watchdog::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    if (!armed_) {
+      cv_.wait(lock);
+      continue;
+    }
+    const uint64_t generation = generation_;
+    if (cv_.wait_until(lock, deadline_, [&] { return stop_ || generation_ != generation; })) continue;
+    // The deadline passed with the same call still running.
+    const std::string line = "cofuse: rank " + std::to_string(rank_) + ": deadline of " + std::to_string(int(seconds_ + 0.5)) +
+                             " s passed in " + what_ + "; " + describe_() +
+                             ". Aborting the job (MPI_Abort) so that no rank is left waiting.\n";
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+    MPI_Abort(comm_, 124);
+    std::_Exit(124);  // MPI_Abort does not return; if it did, still end this process
+  }
+}
+
+double effective_deadline(double requested) {
+  if (requested >= 0) return requested;
+  if (const char* env = std::getenv("COFUSE_DEADLINE_S"); env && *env) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end != env && *end == '\0' && v >= 0) return v;
+    std::fprintf(stderr, "cofuse: ignoring COFUSE_DEADLINE_S='%s' (not a number of seconds >= 0)\n", env);
+  }
+  return kDefaultDeadlineS;
+}
+
+}  // namespace cofuse::detail
