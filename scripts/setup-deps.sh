@@ -14,6 +14,8 @@ packages=(
   python3-numpy                                       # independent check of --save files
   python3-matplotlib                                  # pictures of traces and sweeps (bench/plot.py)
   iproute2                                            # shaped-link testbed (ip netns, tc)
+  bc procps                                           # dead-peer test (timing, pgrep)
+  clang libclang-rt-14-dev                            # libFuzzer for the parser fuzzers (scripts/fuzz.sh)
 )
 
 missing=()

@@ -75,6 +75,7 @@ class Operation {
 
   const OpDesc& desc() const { return desc_; }
   const Schedule& schedule() const;
+  const ExecSettings& settings() const;
   /// This rank's plan (print it with plan().dump()).
   const Plan& plan() const;
   /// Start and end of every task of the last execute(), indexed like plan().tasks.
@@ -98,6 +99,25 @@ RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const 
 /// tool's iteration count, say) that would otherwise leave ranks in different collectives.
 /// what: names the caller in the message (must be the same on every rank).
 void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values);
+
+/// A deadline over more than one call: everything this rank does between construction and
+/// destruction — cofuse calls on `comm` and the caller's own MPI calls between them (barriers,
+/// reductions of results) — must finish within `seconds` (> 0; 0 = none; < 0 = as
+/// ExecSettings::deadline_s), else the rank prints what it waits for and the job is aborted
+/// (MPI_Abort, exit 124). A peer that stalls outside a cofuse call would otherwise hang the
+/// caller's own collectives, which no per-call deadline reaches. Inside a guard, calls on the
+/// same communicator report what they wait for but keep the guard's deadline. Guards do not nest.
+/// what: names the guarded work in the report. The first use on a communicator is collective.
+class DeadlineGuard {
+ public:
+  DeadlineGuard(MPI_Comm comm, double seconds, const std::string& what);
+  ~DeadlineGuard();
+  DeadlineGuard(const DeadlineGuard&) = delete;
+  DeadlineGuard& operator=(const DeadlineGuard&) = delete;
+
+ private:
+  MPI_Comm comm_;
+};
 
 /// Collective agreement check alone: throws the same cofuse::Error on every rank when the
 /// ranks' descriptions or schedules differ (named fields, values and ranks). Used by Operation.

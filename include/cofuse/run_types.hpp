@@ -44,6 +44,10 @@ struct ExecSettings {
   /// failure that leaves no one behind is ending the job. > 0: seconds; 0: no deadline;
   /// < 0 (default): $COFUSE_DEADLINE_S when set, else 600 s.
   double deadline_s = -1;
+  /// Scan A and B for NaN and infinity before every call (costs one read of both); a rank that
+  /// finds one makes every rank throw Error(invalid_argument), naming the rank, the operand and
+  /// the stored row and column of the first such value.
+  bool check_finite = false;
 };
 
 /// When one task of the last call started and ended (steady-clock seconds on this rank).

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,18 @@ struct Span {
 };
 
 // Local problems with this rank's buffers, or "" when there are none.
+// The first NaN or infinity of a stored operand, as words, or "".
+std::string first_non_finite(const char* name, DType t, const void* data, MatrixShape shape) {
+  for (int64_t i = 0; i < shape.elements(); ++i) {
+    const double v = t == DType::f64 ? static_cast<const double*>(data)[i] : static_cast<const float*>(data)[i];
+    if (!std::isfinite(v))
+      return std::string("operand ") + name + " holds " + (std::isnan(v) ? "NaN" : "an infinity") + " at stored row " +
+             std::to_string(i / shape.cols) + ", column " + std::to_string(i % shape.cols) + " (of " +
+             std::to_string(shape.rows) + " x " + std::to_string(shape.cols) + ")";
+  }
+  return "";
+}
+
 std::string buffer_problem(const OpDesc& d, const OpBuffers& b) {
   const LocalShapes s = d.local_shapes();
   const std::size_t elem = dtype_size(d.dtype);
@@ -111,6 +124,7 @@ Operation::Operation(Operation&&) noexcept = default;
 Operation& Operation::operator=(Operation&&) noexcept = default;
 
 const Schedule& Operation::schedule() const { return executor_->plan().schedule; }
+const ExecSettings& Operation::settings() const { return executor_->settings(); }
 const Plan& Operation::plan() const { return executor_->plan(); }
 const std::vector<TaskTime>& Operation::task_times() const { return executor_->times(); }
 
@@ -122,16 +136,26 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only) {
   const auto start = std::chrono::steady_clock::now();
   // Armed before the first collective (a dead peer can hang the buffer check too), disarmed on
   // every way out.
-  state_->watchdog.arm(detail::effective_deadline(executor_->settings().deadline_s), state_->comm, state_->rank,
-                       desc_.to_string() + " schedule " + executor_->plan().schedule.to_string(),
-                       [this] { return executor_->waiting_for(); });
+  // Inside a caller's DeadlineGuard, only say what runs now; the guard's deadline holds.
+  const std::string what = desc_.to_string() + " schedule " + executor_->plan().schedule.to_string();
+  detail::Watchdog& watchdog = state_->watchdog;
+  const bool guarded = watchdog.armed();
+  if (guarded) watchdog.set_current(what, [this] { return executor_->waiting_for(); });
+  else watchdog.arm(detail::effective_deadline(executor_->settings().deadline_s), state_->comm, state_->rank, what,
+                    [this] { return executor_->waiting_for(); });
   struct Disarm {
     detail::Watchdog& w;
-    ~Disarm() { w.disarm(); }
-  } disarm{state_->watchdog};
+    bool guarded;
+    ~Disarm() { guarded ? w.clear_current() : w.disarm(); }
+  } disarm{watchdog, guarded};
   // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
   // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
   std::string problem = buffer_problem(desc_, buffers);
+  if (problem.empty() && executor_->settings().check_finite) {
+    const LocalShapes s = desc_.local_shapes();
+    problem = first_non_finite("a", desc_.dtype, buffers.a, s.a);
+    if (problem.empty()) problem = first_non_finite("b", desc_.dtype, buffers.b, s.b);
+  }
   void* work = nullptr;
   if (problem.empty()) {
     try {
@@ -167,5 +191,13 @@ RunStats Operation::execute_compute_only(const OpBuffers& buffers) {
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {
   return Operation(desc, comm, schedule).execute(buffers);
 }
+
+DeadlineGuard::DeadlineGuard(MPI_Comm comm, double seconds, const std::string& what) : comm_(comm) {
+  detail::CommState& state = detail::comm_state(comm);
+  state.watchdog.arm(detail::effective_deadline(seconds), state.comm, state.rank, what,
+                     [] { return std::string("not inside a cofuse call (in the caller's own MPI calls between them)"); });
+}
+
+DeadlineGuard::~DeadlineGuard() { detail::comm_state(comm_).watchdog.disarm(); }
 
 }  // namespace cofuse

@@ -36,6 +36,25 @@ void Watchdog::disarm() {
   std::lock_guard<std::mutex> lock(mutex_);
   armed_ = false;
   ++generation_;
+  current_what_.clear();
+  current_describe_ = nullptr;
+}
+
+bool Watchdog::armed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return armed_;
+}
+
+void Watchdog::set_current(std::string what, std::function<std::string()> describe) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  current_what_ = std::move(what);
+  current_describe_ = std::move(describe);
+}
+
+void Watchdog::clear_current() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  current_what_.clear();
+  current_describe_ = nullptr;
 }
 
 void Watchdog::loop() {
@@ -48,11 +67,18 @@ void Watchdog::loop() {
     const uint64_t generation = generation_;
     if (cv_.wait_until(lock, deadline_, [&] { return stop_ || generation_ != generation; })) continue;
     // The deadline passed with the same call still running.
+    const bool inside = static_cast<bool>(current_describe_);
     const std::string line = "cofuse: rank " + std::to_string(rank_) + ": deadline of " + std::to_string(int(seconds_ + 0.5)) +
-                             " s passed in " + what_ + "; " + describe_() +
+                             " s passed in " + what_ + (inside ? ", inside " + current_what_ : "") + "; " +
+                             (inside ? current_describe_() : describe_()) +
                              ". Aborting the job (MPI_Abort) so that no rank is left waiting.\n";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
+    // The other ranks' deadlines pass at about the same moment: a second's grace lets each
+    // still-waiting rank report whom it waits for before the abort kills them, so that the
+    // reports together point at the rank that stopped (the one that does not report).
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     MPI_Abort(comm_, 124);
     std::_Exit(124);  // MPI_Abort does not return; if it did, still end this process
   }

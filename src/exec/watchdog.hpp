@@ -29,6 +29,12 @@ class Watchdog {
   /// watchdog's thread and must be safe to call while the op runs.
   void arm(double seconds, MPI_Comm comm, int rank, std::string what, std::function<std::string()> describe);
   void disarm();
+  /// Whether a deadline is armed (an outer guard's, say: then calls inside it only describe).
+  bool armed();
+  /// While armed by an outer guard: what the call running now is and how to describe its wait
+  /// (replaces the guard's description until clear_current()).
+  void set_current(std::string what, std::function<std::string()> describe);
+  void clear_current();
 
  private:
   void loop();
@@ -44,6 +50,8 @@ class Watchdog {
   int rank_ = 0;
   std::string what_;
   std::function<std::string()> describe_;
+  std::string current_what_;
+  std::function<std::string()> current_describe_;
 };
 
 /// The deadline a call gets: `requested` when > 0; 0 = none; < 0 = $COFUSE_DEADLINE_S when set

@@ -2,6 +2,12 @@
 // dtype, against the independent reference; plus what the trace must show about overlap.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include <limits>
+
+#include <cstring>
+
 #include <algorithm>
 #include <random>
 #include <sstream>
@@ -145,6 +151,59 @@ TEST(Executor, ManyCallsOfThreadedPlansAreStableAndIdentical) {
     }
     EXPECT_EQ(differing, 0) << text << ": results must be bitwise identical call after call";
   }
+}
+
+// The same inputs and schedule give bitwise-identical outputs, call after call and from a fresh
+// Operation (different schedules may round differently: docs/robustness.md).
+TEST(Determinism, EveryOpAndPresetIsBitwiseRepeatable) {
+  const int p = test::world_size(), rank = test::world_rank();
+  const std::pair<OpKind, Axis> ops[] = {{OpKind::ag_gemm, Axis::m}, {OpKind::ag_gemm, Axis::k}, {OpKind::gemm_rs, Axis::m},
+                                         {OpKind::gemm_rs, Axis::n}, {OpKind::gemm_ar, Axis::none}};
+  for (auto [kind, axis] : ops) {
+    const OpDesc d{kind, 12 * p, 10 * p, 14 * p, DType::f32, false, false, axis, p};
+    const LocalShapes s = d.local_shapes();
+    std::vector<float> a(s.a.elements()), b(s.b.elements()), first(s.c.elements()), again(s.c.elements());
+    fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 2 * rank);
+    fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 2 * rank + 1);
+    for (const Preset& preset : presets()) {
+      if (!preset.schedule.validate_for(d).ok()) continue;
+      Operation(d, MPI_COMM_WORLD, preset.schedule).execute({a.data(), b.data(), first.data(), nullptr});
+      Operation op(d, MPI_COMM_WORLD, preset.schedule);
+      for (int call = 0; call < 3; ++call) {
+        std::fill(again.begin(), again.end(), std::nanf(""));
+        op.execute({a.data(), b.data(), again.data(), nullptr});
+        EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)), 0)
+            << d.to_string() << " | " << preset.name << ": call " << call << " differs";
+      }
+    }
+  }
+}
+
+TEST(Robustness, NonFiniteInputsAreReportedByEveryRank) {
+  const int p = test::world_size(), rank = test::world_rank();
+  const OpDesc d{OpKind::gemm_rs, 4 * p, 6, 2 * p, DType::f64, false, false, Axis::m, p};
+  const LocalShapes s = d.local_shapes();
+  std::vector<double> a(s.a.elements(), 0.5), b(s.b.elements(), 0.25), c(s.c.elements());
+  if (rank == p - 1) b[7] = std::numeric_limits<double>::infinity();
+  ExecSettings checked;
+  checked.check_finite = true;
+  Operation op(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"), checked);
+  std::string message;
+  try {
+    op.execute({a.data(), b.data(), c.data(), nullptr});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  if (rank == p - 1)
+    EXPECT_NE(message.find("operand b holds an infinity at stored row 1, column 1 (of " + std::to_string(s.b.rows) + " x 6) on rank " +
+                           std::to_string(p - 1)),
+              std::string::npos)
+        << message;
+  else
+    EXPECT_NE(message.find("rank " + std::to_string(p - 1) + " passed unusable buffers"), std::string::npos) << message;
+  // Without the check the same call runs (and carries the infinity into C).
+  b[7] = 0.25;
+  EXPECT_NO_THROW(op.execute({a.data(), b.data(), c.data(), nullptr}));
 }
 
 TEST(Trace, OverlappedScheduleOverlapsAndSerialDoesNot) {

@@ -55,6 +55,8 @@ nlohmann::json summary_json(const Summary& s) {
 // One timed call: the slowest rank's GEMM and total time, the least-waiting rank's
 // communication time, the progress thread's CPU time.
 void time_one(Operation& operation, const OpBuffers& buffers, Times& times) {
+  // The call's deadline also covers this tool's own collectives around it.
+  const DeadlineGuard guard(MPI_COMM_WORLD, operation.settings().deadline_s, "cofuse run, one timed call");
   MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
   const RunStats s = operation.execute(buffers);
   double slowest[3] = {s.gemm_s, s.total_s, s.progress_cpu_s}, least_waiting = s.comm_s;
@@ -136,6 +138,7 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
         {"schedule", op.schedule().to_string()}, {"schedule_name", schedule_name(op.schedule())},
         {"seed", seed}, {"iters", args.iters}, {"warmup", args.warmup},
         {"poll_us", args.settings.poll_us}, {"tile_rows", args.settings.tile_rows},
+        {"deadline_ms", int64_t(args.settings.deadline_s * 1000)},
         {"local_shapes", {{"a", {in.shapes.a.rows, in.shapes.a.cols}}, {"b", {in.shapes.b.rows, in.shapes.b.cols}},
                           {"c", {in.shapes.c.rows, in.shapes.c.cols}}}},
         {"times_ms", {{"gemm", summary_json(g)}, {"comm", summary_json(m)}, {"total", summary_json(t)},
@@ -372,6 +375,10 @@ std::function<int()> add_run_command(CLI::App& app) {
   run->add_option("--tile-rows", args->settings.tile_rows, "Fused schedules: GEMM rows between two MPI progress calls")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
       ->capture_default_str();
+  run->add_option("--deadline", args->settings.deadline_s,
+                  "Seconds a call may take; past it the rank prints what it waits for (task, peer, bytes) and the job\n"
+                  "is aborted (exit 124). 0 = none; default: $COFUSE_DEADLINE_S, else 600")
+      ->check(CLI::NonNegativeNumber);
   run->add_flag("--json", args->json, "Print JSON (one object per run, or per schedule of a sweep) instead of tables");
   return [args] {
     if (args->profile.empty()) {
