@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Install what is missing, build, and run the whole test suite:
 #   1. the executor tests built with ThreadSanitizer (build-tsan/, CTest label "tsan");
-#   2. every test of the normal build (build/). CTest's summary of this run is the last line.
+#   2. every test built with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/; any
+#      report fails its test; Open MPI's own leaks suppressed in tests/sanitizers/lsan.supp);
+#   3. a short fuzz run of every parser (scripts/fuzz.sh 10);
+#   4. every test of the normal build (build/). CTest's summary of this run is the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -10,6 +13,16 @@ source scripts/env.sh
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=thread -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-tsan --target cofuse_mpi_tests
 (cd build-tsan && ctest --output-on-failure -L tsan)
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=address,undefined -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
+cmake --build build-asan
+(cd build-asan &&
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
+  LSAN_OPTIONS=suppressions=$PWD/../tests/sanitizers/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --output-on-failure -j2 --timeout 900 -LE tsan)
+
+bash scripts/fuzz.sh 10
 
 bash scripts/build.sh
 cd build

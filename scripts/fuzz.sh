@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers of everything cofuse reads from users, with libFuzzer (clang from Debian),
+# AddressSanitizer and UndefinedBehaviorSanitizer:
+#   schedule strings, machine profiles, tuning databases, bench sweep files.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]     (default 10: the CI smoke run; 600+ for a long one)
+# Each target starts from a corpus of valid inputs (fuzz/corpus/<target>/, shipped profiles
+# and sweeps included) and keeps what it finds in out/fuzz/corpus/<target>. Prints per target the
+# executions run, the corpus size and whether it crashed, then a total line; exit 1 on a crash
+# (the crashing input is saved as out/fuzz/crash-*).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+out=out/fuzz
+mkdir -p "$out/bin" "$out/gen/cofuse"
+command -v clang++ >/dev/null || { echo "fuzz: clang++ is missing (scripts/setup-deps.sh installs it)"; exit 2; }
+# The one generated header the sources need.
+sed -e 's/@PROJECT_VERSION@/0.0.0/; s/@PROJECT_VERSION_[A-Z]*@/0/g; s/@COFUSE_GIT_REVISION@/fuzz/' cmake/version.hpp.in >"$out/gen/cofuse/version.hpp"
+flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc
+       -Itools/cofuse -I"$out/gen" -DCOFUSE_SOURCE_PROFILES_DIR=\""$PWD/profiles"\" -DCOFUSE_INSTALL_PROFILES_DIR=\"/nonexistent\")
+core=(src/common/status.cpp src/op/op_desc.cpp src/schedule/schedule.cpp)
+declare -A sources=(
+  [schedule]="${core[*]}"
+  [profile]="${core[*]} src/sim/profile.cpp"
+  [tuning]="${core[*]} src/planner/tuning.cpp"
+  [sweep]="${core[*]} tools/cofuse/bench_sweep.cpp"
+)
+total_runs=0 crashed=0
+for target in schedule profile tuning sweep; do
+  bin="$out/bin/fuzz_$target"
+  if ! clang++ "${flags[@]}" "fuzz/fuzz_$target.cpp" ${sources[$target]} -o "$bin" 2>"$out/build-$target.log"; then
+    echo "fuzz: building fuzz_$target failed (see $out/build-$target.log)"; exit 2
+  fi
+  corpus="$out/corpus/$target"
+  mkdir -p "$corpus"
+  cp -n fuzz/corpus/$target/* "$corpus/" 2>/dev/null
+  [ "$target" = profile ] && cp -n profiles/*.json "$corpus/" 2>/dev/null
+  [ "$target" = sweep ] && cp -n bench/sweeps/*.json tests/cli/bad_sweep.json "$corpus/" 2>/dev/null
+  "$bin" -max_total_time="$seconds" -max_len=65536 -artifact_prefix="$out/crash-$target-" "$corpus" >"$out/run-$target.log" 2>&1
+  status=$?
+  runs=$(grep -Eo "^#[0-9]+" "$out/run-$target.log" | tail -1 | tr -d '#')
+  runs=${runs:-0}
+  total_runs=$((total_runs + runs))
+  size=$(ls "$corpus" | wc -l)
+  if [ $status -ne 0 ]; then
+    crashed=$((crashed + 1))
+    echo "fuzz_$target: CRASH after $runs executions (see $out/run-$target.log and $out/crash-$target-*)"
+  else
+    echo "fuzz_$target: $runs executions in ${seconds}s, corpus $size inputs, no crash"
+  fi
+done
+echo "fuzz: $total_runs executions over 4 targets, $crashed crashed"
+[ $crashed -eq 0 ]
