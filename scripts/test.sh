@@ -14,7 +14,7 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SAN
 cmake --build build-tsan --target cofuse_mpi_tests
 (cd build-tsan && ctest --output-on-failure -L tsan)
 
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=address,undefined -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOFUSE_SANITIZE=address,undefined -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-asan
 (cd build-asan &&
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
