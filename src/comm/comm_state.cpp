@@ -26,6 +26,7 @@ std::atomic<int> g_live_states{0};
 int delete_state(MPI_Comm, int, void* attribute, void*) {
   auto* state = static_cast<CommState*>(attribute);
   if (state->comm != MPI_COMM_NULL) MPI_Comm_free(&state->comm);
+  if (state->heartbeat != MPI_COMM_NULL) MPI_Comm_free(&state->heartbeat);
   delete state;
   --g_live_states;
   return MPI_SUCCESS;
@@ -64,6 +65,9 @@ CommState& comm_state(MPI_Comm user) {
   auto state = std::make_unique<CommState>();
   mpi_check(MPI_Comm_dup(user, &state->comm), "MPI_Comm_dup");
   mpi_check(MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  mpi_check(MPI_Comm_dup(user, &state->heartbeat), "MPI_Comm_dup");
+  mpi_check(MPI_Comm_set_errhandler(state->heartbeat, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  state->watchdog.set_heartbeat(state->heartbeat);
   state->rank = comm_rank(state->comm);
   state->size = comm_size(state->comm);
   mpi_check(MPI_Comm_set_attr(user, keyval, state.get()), "MPI_Comm_set_attr");

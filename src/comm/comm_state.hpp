@@ -33,6 +33,7 @@ class Workspace {
 
 struct CommState {
   MPI_Comm comm = MPI_COMM_NULL;  // duplicate of the caller's communicator, MPI_ERRORS_RETURN
+  MPI_Comm heartbeat = MPI_COMM_NULL;  // another duplicate, used only by the watchdog when it fires
   int rank = 0;
   int size = 0;
   Workspace workspace;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace cofuse::detail {
 
@@ -68,20 +69,54 @@ void Watchdog::loop() {
     if (cv_.wait_until(lock, deadline_, [&] { return stop_ || generation_ != generation; })) continue;
     // The deadline passed with the same call still running.
     const bool inside = static_cast<bool>(current_describe_);
+    const std::string silent = silent_peers();
     const std::string line = "cofuse: rank " + std::to_string(rank_) + ": deadline of " + std::to_string(int(seconds_ + 0.5)) +
                              " s passed in " + what_ + (inside ? ", inside " + current_what_ : "") + "; " +
-                             (inside ? current_describe_() : describe_()) +
+                             (inside ? current_describe_() : describe_()) + silent +
                              ". Aborting the job (MPI_Abort) so that no rank is left waiting.\n";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
-    // The other ranks' deadlines pass at about the same moment: a second's grace lets each
-    // still-waiting rank report whom it waits for before the abort kills them, so that the
-    // reports together point at the rank that stopped (the one that does not report).
-    lock.unlock();
-    std::this_thread::sleep_for(std::chrono::seconds(1));
     MPI_Abort(comm_, 124);
     std::_Exit(124);  // MPI_Abort does not return; if it did, still end this process
   }
+}
+
+// Called when the deadline passed, before anything is printed. The other ranks' deadlines pass at
+// about the same moment, so each still-running rank sends every peer a heartbeat and listens for
+// theirs for one second: the peers not heard from are stopped or dead. The second also lets every
+// waiting rank report before the abort ends them.
+std::string Watchdog::silent_peers() {
+  int level = 0, size = 0, rank = 0;
+  MPI_Query_thread(&level);
+  if (heartbeat_ == MPI_COMM_NULL || level < MPI_THREAD_MULTIPLE) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    return "";
+  }
+  MPI_Comm_size(heartbeat_, &size);
+  MPI_Comm_rank(heartbeat_, &rank);
+  std::vector<int> out(std::size_t(size), rank), in(std::size_t(size), -1);
+  std::vector<MPI_Request> sends, receives;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    sends.emplace_back();
+    receives.emplace_back();
+    MPI_Isend(&out[std::size_t(peer)], 1, MPI_INT, peer, 7, heartbeat_, &sends.back());
+    MPI_Irecv(&in[std::size_t(peer)], 1, MPI_INT, peer, 7, heartbeat_, &receives.back());
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int heard = 0;
+  while (std::chrono::steady_clock::now() < until && heard < int(receives.size())) {
+    int done = 0;
+    MPI_Testall(int(receives.size()), receives.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string silent;
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank && in[std::size_t(peer)] != peer) silent += (silent.empty() ? "" : ", ") + ("rank " + std::to_string(peer));
+  // The requests still pending are abandoned: the job is aborted next.
+  return silent.empty() ? "; every peer answered a heartbeat (they are waiting too)"
+                        : "; silent for 1 s to a heartbeat (stopped or dead): " + silent;
 }
 
 double effective_deadline(double requested) {

@@ -35,9 +35,14 @@ class Watchdog {
   /// (replaces the guard's description until clear_current()).
   void set_current(std::string what, std::function<std::string()> describe);
   void clear_current();
+  /// A communicator of the same ranks used only when the deadline passes: every rank that
+  /// fires sends a heartbeat to every other, and a peer silent for the grace second is named as
+  /// stopped or dead (needs MPI_THREAD_MULTIPLE: the main thread is inside MPI then).
+  void set_heartbeat(MPI_Comm comm) { heartbeat_ = comm; }
 
  private:
   void loop();
+  std::string silent_peers();
 
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -50,6 +55,7 @@ class Watchdog {
   int rank_ = 0;
   std::string what_;
   std::function<std::string()> describe_;
+  MPI_Comm heartbeat_ = MPI_COMM_NULL;
   std::string current_what_;
   std::function<std::string()> current_describe_;
 };
