@@ -14,19 +14,6 @@ using cofuse::detail::StreamOpKind;
 
 namespace {
 
-const char* kind_name(StreamOpKind k) {
-  switch (k) {
-    case StreamOpKind::gemm: return "gemm";
-    case StreamOpKind::copy: return "copy";
-    case StreamOpKind::add: return "add";
-    case StreamOpKind::sum: return "sum";
-    case StreamOpKind::send: return "send";
-    case StreamOpKind::recv: return "recv";
-    case StreamOpKind::collective: return "collective";
-  }
-  return "";
-}
-
 bool is_comm(StreamOpKind k) { return k == StreamOpKind::send || k == StreamOpKind::recv || k == StreamOpKind::collective; }
 
 Element element_of(DType d) {
@@ -259,7 +246,7 @@ void ProgramRunner::collect_times(RunStats& stats) {
     check(cudaEventElapsedTime(&b, r_->start, r_->op_end[i]), "cudaEventElapsedTime");
     const StreamOp& op = program_.ops[i];
     const int rank = op.stream / program_.streams_per_rank();
-    times_[i] = {a * 1e-3, b * 1e-3, kind_name(op.kind), op.label, op.rank, op.stream};
+    times_[i] = {a * 1e-3, b * 1e-3, cofuse::detail::to_string(op.kind), op.label, op.rank, op.stream};
     if (op.kind == StreamOpKind::gemm) gemm_s[std::size_t(rank)] += times_[i].end - times_[i].start;
     else if (op.stream % program_.streams_per_rank() == program_.compute_streams)
       comm[std::size_t(rank)].push_back({times_[i].start, times_[i].end});

@@ -450,8 +450,20 @@ StreamProgram build_rank_program(const Plan& plan, int compute_streams) {
   return p;
 }
 
+const char* to_string(StreamOpKind kind) {
+  switch (kind) {
+    case StreamOpKind::gemm: return "gemm";
+    case StreamOpKind::copy: return "copy";
+    case StreamOpKind::add: return "add";
+    case StreamOpKind::sum: return "sum";
+    case StreamOpKind::send: return "send";
+    case StreamOpKind::recv: return "recv";
+    case StreamOpKind::collective: return "collective";
+  }
+  return "";
+}
+
 std::string StreamProgram::dump() const {
-  static const char* kinds[] = {"gemm", "copy", "add", "sum", "send", "recv", "collective"};
   auto where = [](const RankView& v) {
     std::ostringstream o;
     o << (v.rank < 0 ? std::string("scratch") : "r" + std::to_string(v.rank) + "." + to_string(v.view.buf)) << "+"
@@ -464,7 +476,7 @@ std::string StreamProgram::dump() const {
     << scratch_elements << " elements\n";
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const StreamOp& op = ops[i];
-    o << "  " << i << ": s" << op.stream << " " << kinds[static_cast<int>(op.kind)] << " " << where(op.dst) << " <-";
+    o << "  " << i << ": s" << op.stream << " " << to_string(op.kind) << " " << where(op.dst) << " <-";
     for (const RankView& s : op.srcs) o << " " << where(s);
     if (!op.waits.empty()) {
       o << "  waits";

@@ -48,6 +48,9 @@ enum class StreamOpKind : uint8_t {
   collective,  // `collective` on srcs[0] / dst with `stride`, as Task describes it
 };
 
+/// "gemm", "copy", "add", "sum", "send", "recv" or "collective".
+const char* to_string(StreamOpKind kind);
+
 struct StreamOp {
   StreamOpKind kind = StreamOpKind::copy;
   int stream = 0;                 // which queue; see StreamProgram::stream_of

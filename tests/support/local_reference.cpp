@@ -88,8 +88,11 @@ std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans
   return ranks;
 }
 
-double error_of_rank(const OpDesc& d, const std::vector<Buffers>& ranks, int r, bool* gathered_ok) {
-  const auto want = expected(d, ranks);
+namespace {
+
+// Rank r's error against `want` (every rank's expected output, computed once by the caller).
+double rank_error(const OpDesc& d, const std::vector<Buffers>& ranks, const std::vector<std::vector<double>>& want, int r,
+                  bool* gathered_ok) {
   const LocalShapes s = d.local_shapes();
   *gathered_ok = true;
   double diff = 0, norm = 0;
@@ -115,12 +118,19 @@ double error_of_rank(const OpDesc& d, const std::vector<Buffers>& ranks, int r, 
   return std::isnan(e) ? 1e9 : e;
 }
 
+}  // namespace
+
+double error_of_rank(const OpDesc& d, const std::vector<Buffers>& ranks, int r, bool* gathered_ok) {
+  return rank_error(d, ranks, expected(d, ranks), r, gathered_ok);
+}
+
 double error_of(const OpDesc& d, const std::vector<Buffers>& ranks, bool* gathered_ok) {
+  const auto want = expected(d, ranks);
   double worst = 0;
   *gathered_ok = true;
   for (int r = 0; r < d.ranks; ++r) {
     bool ok = true;
-    worst = std::max(worst, error_of_rank(d, ranks, r, &ok));
+    worst = std::max(worst, rank_error(d, ranks, want, r, &ok));
     *gathered_ok = *gathered_ok && ok;
   }
   return worst;

@@ -12,12 +12,14 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cofuse/cofuse.hpp"
 #include "cofuse/layers.hpp"
 #include "commands.hpp"
 #include "mpi_command.hpp"
+#include "profile_measure.hpp"
 #include "text.hpp"
 #include "timing.hpp"
 
@@ -45,12 +47,6 @@ struct VariantResult {
   double grad_error = 0;                      // against serial's gradients of the first step
   std::vector<std::vector<char>> grads;       // this rank's, after the first step
 };
-
-double max_over_ranks(double v) {
-  double m = v;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
 
 double relative_difference(DType t, const std::vector<char>& a, const std::vector<char>& b) {
   double diff = 0, norm = 0;
@@ -91,13 +87,13 @@ VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType 
     if (i == 0)
       for (int p = 0; p < 4; ++p) r.grads.push_back(mlp.gradient(p));
     mlp.sgd_step(a.lr);
-    const double step = max_over_ranks(steady_seconds() - start);
+    const double step = max_over_ranks(MPI_COMM_WORLD, steady_seconds() - start);
     const std::vector<GemmReport> rep = mlp.report();
     if (i < a.warmup) continue;
     steps.push_back(step * 1e3);
     for (int g = 0; g < 6; ++g) {
-      gemm[std::size_t(g)].push_back(max_over_ranks(rep[std::size_t(g)].seconds) * 1e3);
-      exposed[std::size_t(g)].push_back(max_over_ranks(rep[std::size_t(g)].exposed_s) * 1e3);
+      gemm[std::size_t(g)].push_back(max_over_ranks(MPI_COMM_WORLD, rep[std::size_t(g)].seconds) * 1e3);
+      exposed[std::size_t(g)].push_back(max_over_ranks(MPI_COMM_WORLD, rep[std::size_t(g)].exposed_s) * 1e3);
     }
   }
   r.step_ms = summarize(steps);
@@ -139,7 +135,7 @@ int train_step(const TrainArgs& a) {
     double worst = 0;
     if (serial)
       for (int p = 0; p < 4; ++p) worst = std::max(worst, relative_difference(dtype, r.grads[std::size_t(p)], serial->grads[std::size_t(p)]));
-    r.grad_error = max_over_ranks(worst);
+    r.grad_error = max_over_ranks(MPI_COMM_WORLD, worst);
   }
   if (rank != 0) return 0;
 
@@ -185,21 +181,28 @@ int train_step(const TrainArgs& a) {
   }
   std::cout << o.str();
   if (!a.records.empty()) {
+    // Through the JSON library: a link description with quotes must not break the line.
     std::ofstream f(a.records, std::ios::app);
     for (const VariantResult& r : results) {
-      f << "{\"schema\":\"cofuse.train.record/1\",\"when\":\"" << utc_now() << "\",\"variant\":\"" << r.name
-        << "\",\"model\":{\"hidden\":" << a.hidden << ",\"ffn\":" << a.ffn << ",\"tokens\":" << a.tokens << ",\"dtype\":\"" << a.dtype
-        << "\",\"sequence_parallel\":" << (a.sequence_parallel ? "true" : "false") << ",\"bias\":" << (a.no_bias ? "false" : "true")
-        << "},\"ranks\":" << size << ",\"link\":\"" << link << "\",\"steps\":" << a.steps << ",\"step_ms\":{\"median\":"
-        << r.step_ms.median << ",\"min\":" << r.step_ms.min << ",\"max\":" << r.step_ms.max
-        << "},\"tokens_per_s\":" << a.tokens / (r.step_ms.median * 1e-3)
-        << ",\"x_serial\":" << (serial ? serial->step_ms.median / r.step_ms.median : 0.0)
-        << ",\"grad_error_vs_serial\":" << r.grad_error << ",\"gemms\":[";
+      nlohmann::ordered_json gemms = nlohmann::ordered_json::array();
       for (int g = 0; g < 6; ++g)
-        f << (g ? "," : "") << "{\"gemm\":\"" << kGemmNames[g] << "\",\"op\":\"" << r.ops[std::size_t(g)] << "\",\"schedule\":\""
-          << r.schedules[std::size_t(g)] << "\",\"ms\":" << r.gemm_ms[std::size_t(g)].median
-          << ",\"exposed_ms\":" << r.exposed_ms[std::size_t(g)].median << "}";
-      f << "]}\n";
+        gemms.push_back({{"gemm", kGemmNames[g]}, {"op", r.ops[std::size_t(g)]}, {"schedule", r.schedules[std::size_t(g)]},
+                         {"ms", r.gemm_ms[std::size_t(g)].median}, {"exposed_ms", r.exposed_ms[std::size_t(g)].median}});
+      const nlohmann::ordered_json record = {
+          {"schema", "cofuse.train.record/1"},
+          {"when", utc_now()},
+          {"variant", r.name},
+          {"model", {{"hidden", a.hidden}, {"ffn", a.ffn}, {"tokens", a.tokens}, {"dtype", a.dtype},
+                     {"sequence_parallel", a.sequence_parallel}, {"bias", !a.no_bias}}},
+          {"ranks", size},
+          {"link", link},
+          {"steps", a.steps},
+          {"step_ms", {{"median", r.step_ms.median}, {"min", r.step_ms.min}, {"max", r.step_ms.max}}},
+          {"tokens_per_s", a.tokens / (r.step_ms.median * 1e-3)},
+          {"x_serial", serial ? serial->step_ms.median / r.step_ms.median : 0.0},
+          {"grad_error_vs_serial", r.grad_error},
+          {"gemms", gemms}};
+      f << record.dump() << "\n";
     }
     if (!f) throw Error(ErrorCode::io, "cannot write " + a.records);
   }
