@@ -5,8 +5,11 @@
 //
 // Today it offers the single-device group: ONE process drives P ranks of an op on ONE GPU,
 // every rank a set of streams, device-to-device transfers standing in for the links between
-// ranks. It runs every op and schedule the CPU runs, so the executor and the interplay of
-// copy engines with tensor cores can be tested and timed on one GPU.
+// ranks. It runs every op, layout and dtype, under the serial schedule and every overlapped
+// schedule with fusion=unfused on engine=ce or engine=sm (docs/cuda.md has the table), so the
+// executor and the interplay of copy engines with tensor cores can be tested and timed on one
+// GPU. fusion=fused (GEMM tiles interleaved with progress calls, a CPU technique whose GPU
+// form would be a fused kernel) is refused, as are the CPU engines thread and inline.
 //
 //   engines   per rank: `compute_streams` compute streams (GEMM pieces alternate between them
 //             so one piece's tail overlaps the next piece) and one communication stream at the

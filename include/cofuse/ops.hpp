@@ -73,6 +73,13 @@ class Operation {
   /// behind: the M against which its overlap is judged (docs/benchmarks.md).
   RunStats execute_comm_only(const OpBuffers& buffers);
 
+  /// Checking aid (NOT collective): fills this rank's workspace (staging, partial sums, and the
+  /// gathered operand when the caller passes none) with NaN. The workspace is shared by every
+  /// Operation on the communicator, so without this a partial sum that a schedule fails to
+  /// compute could be stood in for by an earlier call's. Checking tools call it, with their
+  /// outputs poisoned, right before the call they check.
+  void poison_workspace();
+
   const OpDesc& desc() const { return desc_; }
   const Schedule& schedule() const;
   const ExecSettings& settings() const;

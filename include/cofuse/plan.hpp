@@ -89,6 +89,15 @@ struct Plan {
 /// Pure: needs no MPI, so any rank's plan can be printed anywhere.
 Plan lower(const OpDesc& desc, const Schedule& schedule, int rank);
 
+/// The happens-before check on a plan's buffer views: "" when every two tasks that touch the
+/// same element, one of them writing, are ordered as the executors run plans (by dependencies,
+/// transitively, and on the compute engine by plan order); otherwise a sentence naming the
+/// first two tasks that are not. Communication tasks use their buffers from post to completion
+/// and are posted in any order. The gathered operand is checked where it lives when the caller
+/// passes none (the workspace's last region), which also catches a workspace that overlaps it.
+/// A race found here is one ThreadSanitizer cannot see: MPI's reads and writes of user buffers.
+std::string find_race(const Plan& plan);
+
 const char* to_string(TaskKind kind);
 const char* to_string(EngineId engine);
 const char* to_string(Buf buf);

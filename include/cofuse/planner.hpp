@@ -54,6 +54,7 @@ struct PlanChoice {
   std::string why;                         // one paragraph in plain words
   bool measured = false;                   // the choice came from the tuning database
   std::string warning;                     // e.g. why a tuning database was ignored
+  bool from_cache = false;                 // answered from the cache: no simulation ran for this call
 };
 
 /// Collective-free and MPI-free: plans for desc.ranks ranks on `profile`. desc must be valid

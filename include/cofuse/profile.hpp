@@ -18,6 +18,7 @@ namespace cofuse {
 struct GemmPoint {
   int64_t m = 0, n = 0, k = 0;
   double gflops = 0;
+  bool operator==(const GemmPoint&) const = default;
 };
 
 /// How fast one rank multiplies.
@@ -37,6 +38,7 @@ struct ComputeModel {
   double memory_GBps = 0;      // memory bandwidth: the roofline, and reductions / copies
   double launch_s = 0;         // fixed cost of every GEMM task (kernel launch, BLAS call); with a
                                // measured table it is already in the measured rates
+  bool operator==(const ComputeModel&) const = default;
 };
 
 /// One library collective's speed: time = alpha_s + bytes · factor / (busbw_GBps · 1e9), where
@@ -54,6 +56,7 @@ struct CollectiveModel {
   double busbw_GBps = 0;
   double nonblocking_alpha_s = 0;
   double nonblocking_busbw_GBps = 0;
+  bool operator==(const CollectiveModel&) const = default;
 };
 
 /// How ranks are connected.
@@ -70,17 +73,23 @@ struct NetworkModel {
   double inter_bandwidth_GBps = 0;
   int64_t copy_engines = 0;    // DMA engines per device that can move data without the cores
   CollectiveModel allgather, reduce_scatter, allreduce;  // the library's collectives
+  bool operator==(const NetworkModel&) const = default;
 };
 
 /// How engines slow each other down while they run at the same time (1 = not at all).
 struct ContentionModel {
   double gemm_rate_while_comm = 1.0;  // GEMM speed while this rank moves data
   double comm_rate_while_gemm = 1.0;  // data speed while this rank multiplies
+  bool operator==(const ContentionModel&) const = default;
 };
 
 struct MachineProfile {
   std::string name;         // e.g. "8xH100-SXM"
-  std::string description;  // one line for people
+  std::string description;  // one line for people; cofuse profile writes what it measured on
+  /// A person's remark added after measurement (what the profile was measured for, where it is
+  /// used); never written by cofuse profile unless given with --note, so the measured fields
+  /// and the description stay exactly as the tool wrote them.
+  std::string note;
   bool validated = false;   // true only when its numbers were measured on the machine itself
   ComputeModel compute;
   NetworkModel network;
@@ -93,6 +102,8 @@ struct MachineProfile {
 
   /// Problems that make it unusable (missing or non-positive rates, an unknown topology).
   Status validate() const;
+
+  bool operator==(const MachineProfile&) const = default;
 };
 
 /// Parses a profile from JSON text; `origin` names it in error messages (a file name).

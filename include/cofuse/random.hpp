@@ -1,4 +1,4 @@
-// Test data: reproducible random matrices of any dtype (no MPI needed).
+// Test data: reproducible random matrices of any dtype, and NaN poison (no MPI needed).
 #pragma once
 
 #include <cstdint>
@@ -12,5 +12,10 @@ namespace cofuse {
 /// f16 values are rounded to nearest even. Never zeros (f16 rounds |x| < 2^-25 to zero: a
 /// chance of 2^-24 per element).
 void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t stream);
+
+/// Fills n elements of dtype at data with quiet NaNs: the poison every output gets before a
+/// checked run, so an element the run fails to write (or accumulates into without clearing)
+/// fails the reference check instead of passing on what an earlier run left there.
+void fill_nan(DType dtype, void* data, int64_t n);
 
 }  // namespace cofuse

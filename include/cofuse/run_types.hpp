@@ -48,6 +48,14 @@ struct ExecSettings {
   /// finds one makes every rank throw Error(invalid_argument), naming the rank, the operand and
   /// the stored row and column of the first such value.
   bool check_finite = false;
+  /// The executor's own happens-before check on buffer views: when a task starts, every
+  /// earlier task of the plan that touches an element it touches (one of the two writing) must
+  /// have completed, or the call throws Error naming both tasks. It catches what
+  /// ThreadSanitizer cannot see on the CPU (MPI, which is not instrumented, reading a block a
+  /// GEMM writes, or a receive landing in one a GEMM reads), whether lowering or the executor
+  /// let it happen. Costs one pass over the plan's pairs of tasks when the Operation is made and
+  /// a few flag reads per task; the test suite runs with it on.
+  bool check_order = false;
 };
 
 /// When one task of the last call started and ended (steady-clock seconds on this rank).

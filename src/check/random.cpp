@@ -1,6 +1,7 @@
 // fill_random: reproducible test data for every dtype, without MPI (the CUDA backend's tests
 // and the GPU check use it on machines without MPI).
 #include <cstdint>
+#include <limits>
 
 #include "cofuse/random.hpp"
 #include "common/half.hpp"
@@ -24,6 +25,15 @@ void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t str
       case DType::f16: static_cast<uint16_t*>(data)[i] = detail::float_to_f16(static_cast<float>(value)); break;
     }
   }
+}
+
+void fill_nan(DType dtype, void* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) switch (dtype) {
+      case DType::f64: static_cast<double*>(data)[i] = std::numeric_limits<double>::quiet_NaN(); break;
+      case DType::f32: static_cast<float*>(data)[i] = std::numeric_limits<float>::quiet_NaN(); break;
+      case DType::bf16: static_cast<uint16_t*>(data)[i] = 0x7fc0; break;  // quiet NaN: exponent all ones, top mantissa bit
+      case DType::f16: static_cast<uint16_t*>(data)[i] = 0x7e00; break;
+    }
 }
 
 }  // namespace cofuse

@@ -10,6 +10,7 @@
 #include "comm/mpi_util.hpp"
 #include "compute/gemm.hpp"
 #include "exec/view_ops.hpp"
+#include "plan/race_check.hpp"
 
 namespace cofuse::detail {
 
@@ -100,6 +101,7 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
     if (t.kind == TaskKind::collective) c.collective_seq = collectives++;
     ctasks_.push_back(c);
   }
+  if (settings_.check_order) must_be_done_ = conflicting_predecessors(plan_);
   requests_.assign(ctasks_.size(), MPI_REQUEST_NULL);
   completed_.resize(ctasks_.size());
   try {
@@ -198,9 +200,19 @@ void CpuExecutor::mark_done(int task) {
   done_[task].store(1, std::memory_order_release);
 }
 
+void CpuExecutor::check_order(int task) const {
+  if (must_be_done_.empty() || compute_only_) return;
+  for (int i : must_be_done_[std::size_t(task)])
+    if (!done_[i].load(std::memory_order_acquire))
+      throw Error(ErrorCode::internal, "order check: task #" + std::to_string(task) + " '" + plan_.tasks[task].label +
+                                           "' started while #" + std::to_string(i) + " '" + plan_.tasks[i].label +
+                                           "', which touches the same elements (one of them writing), had not completed");
+}
+
 void CpuExecutor::post(int slot) {
   CommTask& c = ctasks_[slot];
   const Task& t = plan_.tasks[c.task];
+  check_order(c.task);
   MPI_Request* request = &requests_[slot];
   times_[c.task].start = now();
   started_[c.task].store(1, std::memory_order_relaxed);
@@ -267,6 +279,7 @@ bool CpuExecutor::progress() {
     if (c.collective_seq >= 0 && c.collective_seq != next_collective_) continue;
     if (!deps_done(t)) continue;
     if (c.local) {
+      check_order(c.task);
       times_[c.task].start = now();
       started_[c.task].store(1, std::memory_order_relaxed);
       copy_view(plan_.desc.dtype, pointer(t.x), t.x, pointer(t.z), t.z);
@@ -305,6 +318,7 @@ void CpuExecutor::wait_any_inflight() {
 
 void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
+  check_order(index);
   started_[index].store(1, std::memory_order_relaxed);
   if (skip_gemm_ && t.kind == TaskKind::gemm) {
     times_[index].start = now();  // a zero-length task: no GEMM ran
@@ -417,7 +431,15 @@ RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
     throw Error(ErrorCode::invalid_argument, "this operation failed in an earlier call and cannot run again (" + broken_ + ")");
   const double start = now();
   bind(buffers, work);
-  for (int index : compute_order_) run_compute_task(index, tiled_, false);
+  // No communication runs here, so the order check (which wants it done) does not apply.
+  compute_only_ = true;
+  try {
+    for (int index : compute_order_) run_compute_task(index, tiled_, false);
+  } catch (...) {
+    compute_only_ = false;
+    throw;
+  }
+  compute_only_ = false;
   return phase_times(start);
 }
 

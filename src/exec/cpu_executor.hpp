@@ -67,6 +67,7 @@ class CpuExecutor {
   void* pointer(const View& view) const;
   bool deps_done(const Task& task) const;
   void mark_done(int task);
+  void check_order(int task) const;  // ExecSettings::check_order, at the start of a task
   void bind(const OpBuffers& buffers, void* work);
   void run_compute_task(int index, bool tiled, bool make_progress = true);
   RunStats phase_times(double start) const;
@@ -87,6 +88,8 @@ class CpuExecutor {
   bool blocking_collectives_ = false;  // overlap=none: nothing to overlap, use blocking collectives
   bool skip_gemm_ = false;             // run_comm_only: GEMM tasks complete without computing
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order
+  std::vector<std::vector<int>> must_be_done_;  // check_order: per task, what must have completed first
+  bool compute_only_ = false;                   // in run_compute_only: no communication runs
   std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
   std::vector<MPI_Request> requests_; // one per comm task
   std::vector<int> completed_;        // scratch for MPI_Testsome

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cofuse/ops.hpp"
+#include "cofuse/random.hpp"
 #include "comm/agreement.hpp"
 #include "comm/comm_state.hpp"
 #include "comm/mpi_util.hpp"
@@ -186,6 +187,11 @@ RunStats Operation::execute_compute_only(const OpBuffers& buffers) {
   const Plan& plan = executor_->plan();
   void* work = state_->workspace.get(static_cast<std::size_t>(plan.work_elements) * dtype_size(desc_.dtype));
   return executor_->run_compute_only(buffers, work);
+}
+
+void Operation::poison_workspace() {
+  const int64_t elements = executor_->plan().work_elements;
+  fill_nan(desc_.dtype, state_->workspace.get(static_cast<std::size_t>(elements) * dtype_size(desc_.dtype)), elements);
 }
 
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {

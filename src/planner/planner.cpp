@@ -36,7 +36,7 @@ std::string percent(double fraction) {
 // content) and the options.
 std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOptions& o, const std::string& db) {
   std::ostringstream key;
-  key << d.to_string() << "|" << to_json(p) << "|" << o.margin << "|" << o.sim.tile_rows << "|" << db;
+  key << d.to_string() << "|" << to_json(p) << "|" << o.margin << "|" << o.sim.tile_rows << "|" << o.sim.poll_us << "|" << db;
   // A database that `cofuse tune` rewrote is a new question.
   std::error_code ec;
   if (!db.empty()) key << "@" << std::filesystem::last_write_time(db, ec).time_since_epoch().count();
@@ -82,7 +82,11 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   const std::string key = cache_key(desc, profile, options, db_path);
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    if (auto it = cache.find(key); it != cache.end()) {
+      PlanChoice answer = it->second;
+      answer.from_cache = true;
+      return answer;
+    }
   }
   PlanChoice c;
   c.profile = profile.name;

@@ -86,7 +86,8 @@ void read_collective(const json* j, const std::string& origin, const std::string
 
 json collective_json(const CollectiveModel& c) {
   json j = {{"alpha_s", c.alpha_s}, {"busbw_GBps", c.busbw_GBps}};
-  if (c.nonblocking_busbw_GBps > 0) {
+  // Either one alone is a valid profile too, so either one is written (else a round trip loses it).
+  if (c.nonblocking_busbw_GBps != 0 || c.nonblocking_alpha_s != 0) {
     j["nonblocking_alpha_s"] = c.nonblocking_alpha_s;
     j["nonblocking_busbw_GBps"] = c.nonblocking_busbw_GBps;
   }
@@ -139,6 +140,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
     if (schema != "cofuse.profile/1") bad(origin, "schema '" + schema + "' is not cofuse.profile/1");
     top.text("name", p.name, true);
     top.text("description", p.description);
+    top.text("note", p.note);
     top.boolean("validated", p.validated);
     top.number("task_overhead_s", p.task_overhead_s);
     if (const json* c = top.child("compute")) {
@@ -209,27 +211,24 @@ std::string to_json(const MachineProfile& p) {
   for (const GemmPoint& g : p.compute.measured) measured.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
   json sources = json::object();
   for (const auto& [k, v] : p.sources) sources[k] = v;
-  const json doc = {
-      {"schema", "cofuse.profile/1"},
-      {"name", p.name},
-      {"description", p.description},
-      {"validated", p.validated},
-      {"task_overhead_s", p.task_overhead_s},
-      {"compute", {{"peak_gflops_f32", p.compute.peak_gflops_f32}, {"peak_gflops_f64", p.compute.peak_gflops_f64},
-                   {"peak_gflops_16", p.compute.peak_gflops_16},
-                   {"tile_m", p.compute.tile_m}, {"tile_n", p.compute.tile_n}, {"units", p.compute.units},
-                   {"efficiency", p.compute.efficiency}, {"memory_GBps", p.compute.memory_GBps},
-                   {"launch_s", p.compute.launch_s}, {"measured", measured}}},
-      {"network", {{"topology", p.network.topology}, {"alpha_s", p.network.alpha_s},
-                   {"bandwidth_GBps", p.network.bandwidth_GBps}, {"ranks_per_node", p.network.ranks_per_node},
-                   {"inter_alpha_s", p.network.inter_alpha_s}, {"inter_bandwidth_GBps", p.network.inter_bandwidth_GBps},
-                   {"copy_engines", p.network.copy_engines}, {"allgather", collective_json(p.network.allgather)},
-                   {"reduce_scatter", collective_json(p.network.reduce_scatter)},
-                   {"allreduce", collective_json(p.network.allreduce)}}},
-      {"contention", {{"gemm_rate_while_comm", p.contention.gemm_rate_while_comm},
-                      {"comm_rate_while_gemm", p.contention.comm_rate_while_gemm}}},
-      {"sources", sources},
-  };
+  json doc = {{"schema", "cofuse.profile/1"}, {"name", p.name}, {"description", p.description}};
+  if (!p.note.empty()) doc["note"] = p.note;
+  doc["validated"] = p.validated;
+  doc["task_overhead_s"] = p.task_overhead_s;
+  doc["compute"] = {{"peak_gflops_f32", p.compute.peak_gflops_f32}, {"peak_gflops_f64", p.compute.peak_gflops_f64},
+                    {"peak_gflops_16", p.compute.peak_gflops_16},
+                    {"tile_m", p.compute.tile_m}, {"tile_n", p.compute.tile_n}, {"units", p.compute.units},
+                    {"efficiency", p.compute.efficiency}, {"memory_GBps", p.compute.memory_GBps},
+                    {"launch_s", p.compute.launch_s}, {"measured", measured}};
+  doc["network"] = {{"topology", p.network.topology}, {"alpha_s", p.network.alpha_s},
+                    {"bandwidth_GBps", p.network.bandwidth_GBps}, {"ranks_per_node", p.network.ranks_per_node},
+                    {"inter_alpha_s", p.network.inter_alpha_s}, {"inter_bandwidth_GBps", p.network.inter_bandwidth_GBps},
+                    {"copy_engines", p.network.copy_engines}, {"allgather", collective_json(p.network.allgather)},
+                    {"reduce_scatter", collective_json(p.network.reduce_scatter)},
+                    {"allreduce", collective_json(p.network.allreduce)}};
+  doc["contention"] = {{"gemm_rate_while_comm", p.contention.gemm_rate_while_comm},
+                       {"comm_rate_while_gemm", p.contention.comm_rate_while_gemm}};
+  doc["sources"] = sources;
   return doc.dump(2) + "\n";
 }
 

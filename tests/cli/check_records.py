@@ -6,7 +6,9 @@
 Asserts: every line parses and carries the documented fields; every case has serial, naive and
 at least one cofuse variant; every error is under its tolerance; the metrics agree with the
 times they are computed from; with --csv, one CSV row per record with the same values; with
---timing, serial ~ G + M within noise (the case must be large enough for that to hold).
+--timing, the fastest serial call ~ the fastest G + the fastest M within noise (the case must
+be large enough for that to hold), unless the GEMM alone shows the machine was busy (skipped,
+with a line saying so).
 Prints 'records OK' and exits 0, or prints every problem and exits 1.
 """
 import argparse
@@ -116,10 +118,23 @@ def main():
             problems.append(f"case {key[1]}: the serial record and the serial baseline differ")
         if args.timing and serial:
             b = serial[0]["baselines_ms"]
-            G, M, S = b["gemm_alone"]["median"], b["comm_alone"]["median"], b["serial"]["median"]
-            # Serial is one GEMM then one collective: its time is G + M up to noise and call overhead.
-            if abs(S - (G + M)) > 0.3 * (G + M) + 1.0:
-                problems.append(f"case {key[1]}: serial {S:.3f} ms is not G + M = {G:.3f} + {M:.3f} ms within noise")
+            # Serial is one GEMM then one collective: its time is G + M up to call overhead.
+            # What this protects is that G and M measure serial's own two phases (a baseline
+            # timing the wrong thing is off by 2x or more). Load from outside the test breaks
+            # any timing: on a 2-core machine busy with two compilers, serial's calls took
+            # 3-105 ms against G + M = 3.3 ms, every phase correct. The GEMM alone is the run's
+            # own noise meter (a local GEMM of one size varies only with load): when its median
+            # is over 1.5x its fastest call, the machine was busy, the timing check is skipped
+            # and says so. Otherwise the fastest calls are compared (load only ever slows a
+            # call down) with a generous bound. The test also runs alone (RUN_SERIAL).
+            g = b["gemm_alone"]
+            if g["median"] > 1.5 * g["min"]:
+                print(f"case {key[1]}: timing check skipped: the machine was busy (GEMM alone: median "
+                      f"{g['median']:.3f} ms, fastest {g['min']:.3f} ms)")
+                continue
+            G, M, S = g["min"], b["comm_alone"]["min"], b["serial"]["min"]
+            if abs(S - (G + M)) > 0.5 * (G + M) + 2.0:
+                problems.append(f"case {key[1]}: fastest serial {S:.3f} ms is not fastest G + M = {G:.3f} + {M:.3f} ms within noise")
     if args.csv:
         with open(args.csv, newline="") as f:
             rows = list(csv.DictReader(f))

@@ -2,7 +2,9 @@
 # A peer that dies (SIGKILL) or stalls (SIGSTOP) in the middle of a long overlapped op:
 #   dead_peer.sh MPIRUN COFUSE kill|stop
 # Runs gemm_rs on 3 ranks with a 4 s deadline, signals rank 1 once the ranks compute, and
-# asserts: the job ends non-zero within the deadline + 5 s; the output names the failed rank
+# asserts: the job ends non-zero within the deadline + 20 s (the deadline fires after 4 s; the
+# rest is Open MPI tearing the job down, which a loaded 2-core machine stretches by seconds;
+# a hang would run to the 1,000,000 iterations); the output names the failed rank
 # (stop: the others' deadline reports name it as the suspect peer); no process of the job is left;
 # no shared-memory segment or session directory is left behind. Prints "dead peer OK: ..." last.
 set -u
@@ -36,7 +38,7 @@ elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 cat "$work/out"
 fail=0
 [ $status -ne 0 ] || { echo "FAIL: the job exited 0"; fail=1; }
-if (( $(echo "$elapsed > $deadline + 5" | bc) )); then echo "FAIL: the job took ${elapsed}s after the signal"; fail=1; fi
+if (( $(echo "$elapsed > $deadline + 20" | bc) )); then echo "FAIL: the job took ${elapsed}s after the signal"; fail=1; fi
 if [ "$mode" = kill ]; then
   grep -Eq "rank 1 .*(exited on signal 9|Killed)|process rank 1" "$work/out" || { echo "FAIL: the dead rank is not named"; fail=1; }
 else

@@ -2,7 +2,8 @@
 # `cofuse run --trace` for serial and for hetero-unfused-1d on gemm_rs at 2 ranks; the trace of
 # the overlapped schedule must show communication and GEMM of different pieces at the same time,
 # serial must show none. Usage: trace_overlap.sh MPIRUN COFUSE
-set -eu
+# pipefail: a failed --check exits 1 through the pipe into grep, and must fail this script.
+set -euo pipefail
 mpirun=$1 cofuse=$2
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
@@ -10,8 +11,11 @@ trap 'rm -rf "$dir"' EXIT
 shape=(--op gemm_rs --m 2048 --n 1024 --k 256 --iters 3 --warmup 1 --check)
 "$mpirun" -np 2 "$cofuse" run "${shape[@]}" --schedule serial --trace "$dir/serial.json" | grep -E "^(check|trace)"
 /usr/bin/python3 "$here/check_trace.py" "$dir/serial.json" 2 no-overlap
-# Overlap is a matter of timing: give a loaded machine three chances.
-for attempt in 1 2 3; do
+# Overlap is a matter of timing: a message must complete while a GEMM of another piece runs,
+# on either rank. It fails only if both ranks' progress threads are starved for a whole GEMM
+# piece (several ms) on every piece of a call. The test runs alone (RUN_SERIAL), and a loaded
+# machine gets five calls; the check of the result (--check) must pass on every one.
+for attempt in 1 2 3 4 5; do
   "$mpirun" -np 2 "$cofuse" run "${shape[@]}" --schedule hetero-unfused-1d --trace "$dir/piped.json" | grep -E "^(check|trace)"
   if /usr/bin/python3 "$here/check_trace.py" "$dir/piped.json" 2 overlap; then exit 0; fi
 done

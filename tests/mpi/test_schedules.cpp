@@ -96,14 +96,22 @@ TEST_P(ScheduleAgainstReference, MatchesReference) {
   const uint64_t seed = test::run_seed() ^ std::hash<std::string>{}(c.name);
   fill_random(d.dtype, a.data(), s.a.elements(), seed, 2 * rank);
   fill_random(d.dtype, b.data(), s.b.elements(), seed, 2 * rank + 1);
-  fill_random(d.dtype, out.data(), s.c.elements(), seed, 999);  // garbage, so unwritten blocks show
   // Every other ag_gemm case passes no gathered buffer, so G lives in the plan's workspace.
   const bool own_gathered = !gathered.empty() && std::hash<std::string>{}(c.name) % 2 == 0;
   const OpBuffers buffers{a.data(), b.data(), out.data(), own_gathered ? gathered.data() : nullptr};
-  // A small tile so fused schedules really interleave MPI progress with GEMM tiles here.
-  Operation operation(d, MPI_COMM_WORLD, c.schedule, ExecSettings{20, 2});
+  // A small tile so fused schedules really interleave MPI progress with GEMM tiles here, and
+  // the executor's own order check on: a task that starts before one it conflicts with ends
+  // (a GEMM writing what MPI still sends, say) throws.
+  ExecSettings settings{20, 2};
+  settings.check_order = true;
+  Operation operation(d, MPI_COMM_WORLD, c.schedule, settings);
   const Reference reference(d, buffers.a, buffers.b, MPI_COMM_WORLD);
   for (int call = 0; call < 2; ++call) {  // the second call reuses the persistent plan and thread
+    // NaN in every output and in the workspace, so an element the call does not write, a sum
+    // that starts from what was there, or a stale partial of the first call, fails the check.
+    fill_nan(d.dtype, out.data(), s.c.elements());
+    fill_nan(d.dtype, gathered.data(), s.gathered.elements());
+    operation.poison_workspace();
     operation.execute(buffers);
     const CheckResult result = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
     EXPECT_TRUE(result.passed()) << "call " << call << ": error " << result.rel_error << " > " << result.tolerance
@@ -201,9 +209,20 @@ TEST(Robustness, NonFiniteInputsAreReportedByEveryRank) {
         << message;
   else
     EXPECT_NE(message.find("rank " + std::to_string(p - 1) + " passed unusable buffers"), std::string::npos) << message;
-  // Without the check the same call runs (and carries the infinity into C).
-  b[7] = 0.25;
-  EXPECT_NO_THROW(op.execute({a.data(), b.data(), c.data(), nullptr}));
+  // Without the check (default settings) the same call, infinity still in B, runs and carries
+  // it into C: B_r's row 1 multiplies column 1 of A_r (all 0.5), so column 1 of the summed
+  // C = sum_r A_r B_r is +inf in every row of every rank's block; every other column stays
+  // finite (a NaN anywhere would mean the infinity leaked where it should not).
+  Operation unchecked(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"));
+  ASSERT_FALSE(unchecked.settings().check_finite);
+  std::fill(c.begin(), c.end(), 0.0);
+  EXPECT_NO_THROW(unchecked.execute({a.data(), b.data(), c.data(), nullptr}));
+  for (int64_t i = 0; i < s.c.rows; ++i)
+    for (int64_t j = 0; j < s.c.cols; ++j) {
+      const double v = c[std::size_t(i * s.c.cols + j)];
+      if (j == 1) EXPECT_TRUE(std::isinf(v) && v > 0) << "C[" << i << ", 1] = " << v << " on rank " << rank;
+      else EXPECT_TRUE(std::isfinite(v)) << "C[" << i << ", " << j << "] = " << v << " on rank " << rank;
+    }
 }
 
 TEST(Trace, OverlappedScheduleOverlapsAndSerialDoesNot) {
@@ -222,8 +241,12 @@ TEST(Trace, OverlappedScheduleOverlapsAndSerialDoesNot) {
   EXPECT_FALSE(overlapped(serial)) << "the serial schedule must never overlap";
 
   Operation piped(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"));
+  // Whether a message completes during another piece's GEMM is timing: it fails to happen only
+  // when both ranks' progress threads are starved for a whole GEMM piece (over a millisecond)
+  // on every piece of a call, which a loaded 2-core machine can do to a few calls in a row but
+  // not to ten. Each call is a few milliseconds.
   int seen = 0;
-  for (int attempt = 0; attempt < 3 && !seen; ++attempt) {
+  for (int attempt = 0; attempt < 10 && !seen; ++attempt) {
     piped.execute(buffers);
     seen = overlapped(piped);
     MPI_Allreduce(MPI_IN_PLACE, &seen, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

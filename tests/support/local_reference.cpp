@@ -60,15 +60,7 @@ double read(DType t, const std::vector<char>& v, int64_t i) {
   return 0;
 }
 
-void fill_nan(DType t, std::vector<char>& v) {
-  const int64_t n = int64_t(v.size() / dtype_size(t));
-  for (int64_t i = 0; i < n; ++i) switch (t) {
-      case DType::f64: reinterpret_cast<double*>(v.data())[i] = std::numeric_limits<double>::quiet_NaN(); break;
-      case DType::f32: reinterpret_cast<float*>(v.data())[i] = std::numeric_limits<float>::quiet_NaN(); break;
-      case DType::bf16: reinterpret_cast<uint16_t*>(v.data())[i] = 0x7fc0; break;
-      case DType::f16: reinterpret_cast<uint16_t*>(v.data())[i] = 0x7e00; break;
-    }
-}
+void fill_nan(DType t, std::vector<char>& v) { cofuse::fill_nan(t, v.data(), int64_t(v.size() / dtype_size(t))); }
 
 std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed) {
   const LocalShapes s = d.local_shapes();

@@ -1,9 +1,14 @@
-// The structure of every plan, checked without MPI: a topological order, the op's full GEMM
-// work done exactly once, every send matched by one receive of the same size on its peer, the
-// same collectives in the same order on every rank, views inside their buffers.
+// The structure of every plan, checked without MPI: a topological order, every send matched by
+// one receive of the same size on its peer, the same collectives in the same order on every
+// rank, views inside their buffers, and every element of C the sum of exactly its products,
+// each once (the plans run on symbols, below). Unordered memory hazards: find_race, in
+// test_race_check.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
+#include <sstream>
 #include <tuple>
 
 #include "cofuse/plan.hpp"
@@ -61,8 +66,12 @@ TEST(Lower, EveryPlanIsSound) {
               gemm_flops += t.flops;
               EXPECT_EQ(t.engine, EngineId::compute);
             }
-            if (t.kind == TaskKind::send) EXPECT_TRUE(sends.emplace(std::make_tuple(r, t.peer, t.tag), t.x.elements()).second) << "duplicate tag";
-            if (t.kind == TaskKind::recv) EXPECT_TRUE(recvs.emplace(std::make_tuple(t.peer, r, t.tag), t.z.elements()).second) << "duplicate tag";
+            if (t.kind == TaskKind::send) {
+              EXPECT_TRUE(sends.emplace(std::make_tuple(r, t.peer, t.tag), t.x.elements()).second) << "duplicate tag";
+            }
+            if (t.kind == TaskKind::recv) {
+              EXPECT_TRUE(recvs.emplace(std::make_tuple(t.peer, r, t.tag), t.z.elements()).second) << "duplicate tag";
+            }
             if (t.kind == TaskKind::collective)
               collectives[r].emplace_back(static_cast<int>(t.collective), t.x.elements(), t.z.elements());
             if (t.kind == TaskKind::pack || t.kind == TaskKind::unpack || t.kind == TaskKind::reduce) {
@@ -70,125 +79,301 @@ TEST(Lower, EveryPlanIsSound) {
               EXPECT_EQ(t.x.cols, t.z.cols) << t.label;
             }
           }
-          // Each rank does exactly its share of the layer's multiply-adds, whatever the cut.
+          // Each rank does its share of the layer's multiply-adds (that the right ones, each
+          // once, reach the right element is Lower.EveryOutputElementGetsEveryProductOnce).
           EXPECT_DOUBLE_EQ(gemm_flops, d.flops() / p) << "rank " << r;
-          if (s.overlap == Overlap::none) EXPECT_EQ(collectives[r].size(), 1u);
+          if (s.overlap == Overlap::none) {
+            EXPECT_EQ(collectives[r].size(), 1u);
+          }
         }
         EXPECT_EQ(sends, recvs) << "every send needs one receive of the same size";
         for (int r = 1; r < p; ++r) EXPECT_EQ(collectives[r], collectives[0]) << "collectives must match on every rank";
       }
 }
 
-// ---- memory hazards: two tasks that touch the same element, one of them writing, must be
-// ordered: by a chain of dependencies, or by both running in plan order on the compute engine
-// (the communication engine starts tasks in any order once their dependencies are met).
+// ---- every element of C is the sum of exactly its products, each once: all ranks' plans run on
+// SYMBOLS instead of numbers. An element of A_r holds its label A(i, kk) in op(A) coordinates of
+// the whole layer, an element of B_r its label B(kk, j) (from the op table in op_desc.hpp, not
+// from lower()); a GEMM writes into z the list of kk it multiplied, and fails unless every
+// product pairs A(i, kk) with B(kk, j) of one kk, the i and j of that element; receives, copies,
+// reductions and collectives move and add such lists as the executor moves and adds numbers.
+// At the end every element (i, j) of every rank's C must hold each kk of 0..K-1 exactly once,
+// and a caller's G must hold op(A). So a piece computed twice or never, a wrong row or K block
+// of B, a partial added twice or sent to the wrong rank all fail, FLOP totals intact or not.
 
-struct Access {
-  View view;
-  bool writes;
+struct Cell {
+  enum Kind : uint8_t { unset, a, b, c } kind = unset;
+  int32_t row = 0, col = 0;  // a: (i, kk) of op(A); b: (kk, j) of op(B); c: (i, j) of C
+  std::vector<int32_t> ks;   // c: the kk multiplied into it so far
 };
 
-std::vector<Access> accesses(const Task& t, int ranks) {
-  std::vector<Access> out;
-  auto slots = [&](View v, int64_t stride, bool writes) {
-    for (int r = 0; r < ranks; ++r) {
-      View slot = v;
-      slot.offset += r * stride;
-      out.push_back({slot, writes});
-    }
-  };
-  switch (t.kind) {
-    case TaskKind::gemm:
-      out = {{t.x, false}, {t.y, false}, {t.z, true}};
-      break;
-    case TaskKind::send: out = {{t.x, false}}; break;
-    case TaskKind::recv: out = {{t.z, true}}; break;
-    case TaskKind::reduce: out = {{t.x, false}, {t.z, true}}; break;
-    case TaskKind::pack:
-    case TaskKind::unpack: out = {{t.x, false}, {t.z, true}}; break;
-    case TaskKind::collective:
-      if (t.collective == Collective::allgather) {
-        out = {{t.x, false}};
-        slots(t.z, t.stride, true);
-      } else if (t.collective == Collective::reduce_scatter) {
-        slots(t.x, t.stride, false);
-        out.push_back({t.z, true});
-      } else {
-        out = {{t.z, true}};
+class SymbolicRun {
+ public:
+  // own_gathered: the caller passes G; otherwise G is the plans' workspace region.
+  SymbolicRun(const OpDesc& d, std::vector<Plan> plans, bool own_gathered)
+      : d_(d), plans_(std::move(plans)), own_gathered_(own_gathered), mem_(plans_.size()) {
+    const LocalShapes s = d.local_shapes();
+    const int p = d.ranks;
+    for (int r = 0; r < p; ++r) {
+      auto& m = mem_[std::size_t(r)];
+      m[int(Buf::a)].resize(std::size_t(s.a.elements()));
+      m[int(Buf::b)].resize(std::size_t(s.b.elements()));
+      m[int(Buf::c)].resize(std::size_t(s.c.elements()));
+      m[int(Buf::gathered)].resize(std::size_t(s.gathered.elements()));
+      m[int(Buf::work)].resize(std::size_t(plans_[std::size_t(r)].work_elements));
+      for (int64_t e = 0; e < s.a.elements(); ++e) {  // stored -> op(A_r) -> op(A)
+        const int64_t sr = e / s.a.cols, sc = e % s.a.cols, i = d.trans_a ? sc : sr, kk = d.trans_a ? sr : sc;
+        const bool rows = d.op == OpKind::ag_gemm && d.axis == Axis::m;
+        m[int(Buf::a)][std::size_t(e)] = {Cell::a, int32_t(rows ? r * d.m / p + i : i), int32_t(rows ? kk : r * d.k / p + kk), {}};
       }
-      break;
-  }
-  return out;
-}
-
-// Where the caller passes no gathered buffer, G is a region of the workspace: check it there.
-View resolve(View v, const Plan& plan) {
-  if (v.buf == Buf::gathered && plan.gathered_offset >= 0) {
-    v.buf = Buf::work;
-    v.offset += plan.gathered_offset;
-  }
-  return v;
-}
-
-bool views_overlap(const View& a, const View& b) {
-  if (a.buf != b.buf || a.empty() || b.empty()) return false;
-  const int64_t a_end = a.offset + (a.rows - 1) * a.ld + a.cols, b_end = b.offset + (b.rows - 1) * b.ld + b.cols;
-  if (a_end <= b.offset || b_end <= a.offset) return false;
-  for (int64_t i = 0; i < a.rows; ++i) {
-    const int64_t lo = a.offset + i * a.ld, hi = lo + a.cols;  // row i of a: [lo, hi)
-    // rows j of b that can reach [lo, hi)
-    int64_t j0 = (lo - b.offset - b.cols + 1);
-    j0 = j0 <= 0 ? 0 : (j0 + b.ld - 1) / b.ld;
-    for (int64_t j = j0; j < b.rows; ++j) {
-      const int64_t blo = b.offset + j * b.ld;
-      if (blo >= hi) break;
-      if (blo + b.cols > lo) return true;
+      for (int64_t e = 0; e < s.b.elements(); ++e) {  // stored -> op(B_r) -> op(B)
+        const int64_t sr = e / s.b.cols, sc = e % s.b.cols, kk = d.trans_b ? sc : sr, j = d.trans_b ? sr : sc;
+        const bool ag = d.op == OpKind::ag_gemm;
+        m[int(Buf::b)][std::size_t(e)] = {Cell::b, int32_t(ag ? kk : r * d.k / p + kk), int32_t(ag ? r * d.n / p + j : j), {}};
+      }
     }
   }
-  return false;
-}
 
-TEST(Lower, NoUnorderedMemoryHazards) {
-  int plans = 0;
-  for (int p : {1, 2, 3, 4})
-    for (const OpDesc& d : descs(p))
-      for (const Schedule& s : enumerate_schedules(d, {2, 3})) {
-        for (int r = 0; r < p; ++r) {
-          const Plan plan = lower(d, s, r);
-          ++plans;
-          const std::size_t n = plan.tasks.size();
-          // before[j][i]: task i is known to finish before task j starts.
-          std::vector<std::vector<bool>> before(n, std::vector<bool>(n, false));
-          int last_compute = -1;
-          for (std::size_t j = 0; j < n; ++j) {
-            const Task& t = plan.tasks[j];
-            std::vector<int> preds = t.deps;
-            if (t.engine == EngineId::compute && last_compute >= 0) preds.push_back(last_compute);
-            for (int i : preds) {
-              before[j][i] = true;
-              for (std::size_t k = 0; k < n; ++k)
-                if (before[i][k]) before[j][k] = true;
-            }
-            if (t.engine == EngineId::compute) last_compute = static_cast<int>(j);
+  // Runs every task of every rank (compute tasks in plan order, as the executors do); returns
+  // what went wrong first, or "".
+  std::string run() {
+    const int p = d_.ranks;
+    std::vector<std::vector<char>> done(static_cast<std::size_t>(p));
+    std::vector<std::vector<int>> collectives(static_cast<std::size_t>(p));
+    std::vector<int> next_compute(std::size_t(p), 0);
+    std::size_t left = 0;
+    for (int r = 0; r < p; ++r) {
+      const auto& tasks = plans_[std::size_t(r)].tasks;
+      done[std::size_t(r)].assign(tasks.size(), 0);
+      left += tasks.size();
+      for (std::size_t t = 0; t < tasks.size(); ++t)
+        if (tasks[t].kind == TaskKind::collective) collectives[std::size_t(r)].push_back(int(t));
+    }
+    auto deps_done = [&](int r, int t) {
+      for (int dep : task(r, t).deps)
+        if (!done[std::size_t(r)][std::size_t(dep)]) return false;
+      return true;
+    };
+    std::size_t next_collective = 0;
+    for (bool progress = true; progress && error_.empty();) {
+      progress = false;
+      for (int r = 0; r < p; ++r)
+        for (int t = 0; t < int(done[std::size_t(r)].size()) && error_.empty(); ++t) {
+          const Task& k = task(r, t);
+          if (done[std::size_t(r)][std::size_t(t)] || k.kind == TaskKind::collective || !deps_done(r, t)) continue;
+          if (k.engine == EngineId::compute) {  // plan order: every earlier compute task done
+            bool first = true;
+            for (int u = next_compute[std::size_t(r)]; u < t && first; ++u)
+              first = done[std::size_t(r)][std::size_t(u)] || task(r, u).engine != EngineId::compute;
+            if (!first) continue;
+            next_compute[std::size_t(r)] = t;
           }
-          std::vector<std::vector<Access>> acc(n);
-          for (std::size_t i = 0; i < n; ++i) {
-            acc[i] = accesses(plan.tasks[i], p);
-            for (Access& a : acc[i]) a.view = resolve(a.view, plan);
-          }
-          for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t i = 0; i < j; ++i) {
-              if (before[j][i]) continue;
-              for (const Access& x : acc[i])
-                for (const Access& y : acc[j])
-                  if ((x.writes || y.writes) && views_overlap(x.view, y.view))
-                    ADD_FAILURE() << d.to_string() << " | " << s.to_string() << " rank " << r << ": '"
-                                  << plan.tasks[i].label << "' and '" << plan.tasks[j].label
-                                  << "' touch the same memory without an order";
-            }
+          if (k.kind == TaskKind::recv && !mailbox_.count({k.peer, r, k.tag})) continue;
+          run_task(r, k);
+          done[std::size_t(r)][std::size_t(t)] = 1;
+          --left;
+          progress = true;
+        }
+      // The next collective runs once every rank has posted it.
+      if (next_collective < collectives[0].size()) {
+        bool posted = true;
+        for (int r = 0; r < p; ++r) posted = posted && deps_done(r, collectives[std::size_t(r)][next_collective]);
+        if (posted) {
+          run_collective(collectives, next_collective);
+          for (int r = 0; r < p; ++r) done[std::size_t(r)][std::size_t(collectives[std::size_t(r)][next_collective])] = 1;
+          left -= std::size_t(p);
+          ++next_collective;
+          progress = true;
         }
       }
-  EXPECT_GT(plans, 1000);
+    }
+    if (error_.empty() && left > 0) error_ = std::to_string(left) + " tasks never ran (deadlock, or a receive nobody sends)";
+    return error_;
+  }
+
+  // After run(): every element of C holds each of its K products once; a caller's G holds op(A).
+  std::string check_outputs() {
+    const LocalShapes s = d_.local_shapes();
+    const int p = d_.ranks;
+    // C_r is rows block r (gemm_rs axis m), column block r (ag_gemm, gemm_rs axis n) or all of C.
+    const bool m_block = d_.op == OpKind::gemm_rs && d_.axis == Axis::m;
+    const bool n_block = d_.op == OpKind::ag_gemm || (d_.op == OpKind::gemm_rs && d_.axis == Axis::n);
+    std::vector<int32_t> want(std::size_t(d_.k));
+    for (int64_t kk = 0; kk < d_.k; ++kk) want[std::size_t(kk)] = int32_t(kk);
+    for (int r = 0; r < p && error_.empty(); ++r) {
+      for (int64_t e = 0; e < s.c.elements() && error_.empty(); ++e) {
+        const int64_t ci = e / s.c.cols, cj = e % s.c.cols;
+        const int64_t i = m_block ? r * s.c.rows + ci : ci, j = n_block ? r * s.c.cols + cj : cj;
+        const Cell& cell = mem_[std::size_t(r)][int(Buf::c)][std::size_t(e)];
+        std::vector<int32_t> ks = cell.ks;
+        std::sort(ks.begin(), ks.end());
+        if (cell.kind != Cell::c || cell.row != i || cell.col != j || ks != want) {
+          std::ostringstream o;
+          o << "rank " << r << " C[" << ci << ", " << cj << "] (C(" << i << ", " << j << ") of the layer) holds "
+            << describe(cell) << ", not each of k = 0.." << d_.k - 1 << " once";
+          error_ = o.str();
+        }
+      }
+      if (!own_gathered_ || s.gathered.elements() == 0) continue;
+      for (int64_t e = 0; e < s.gathered.elements() && error_.empty(); ++e) {
+        const int64_t sr = e / s.gathered.cols, sc = e % s.gathered.cols;
+        const Cell& cell = mem_[std::size_t(r)][int(Buf::gathered)][std::size_t(e)];
+        if (cell.kind != Cell::a || cell.row != (d_.trans_a ? sc : sr) || cell.col != (d_.trans_a ? sr : sc))
+          error_ = "rank " + std::to_string(r) + " G[" + std::to_string(e) + "] holds " + describe(cell);
+      }
+    }
+    return error_;
+  }
+
+ private:
+  const Task& task(int r, int t) const { return plans_[std::size_t(r)].tasks[std::size_t(t)]; }
+
+  Cell& at(int r, const View& v, int64_t row, int64_t col) {
+    Buf buf = v.buf;
+    int64_t offset = v.offset;
+    if (buf == Buf::gathered && !own_gathered_) {
+      buf = Buf::work;
+      offset += plans_[std::size_t(r)].gathered_offset;
+    }
+    return mem_[std::size_t(r)][int(buf)].at(std::size_t(offset + row * v.ld + col));
+  }
+
+  static std::string describe(const Cell& c) {
+    std::ostringstream o;
+    if (c.kind == Cell::unset) return "nothing";
+    o << (c.kind == Cell::a ? "A(" : c.kind == Cell::b ? "B(" : "C(") << c.row << ", " << c.col << ")";
+    if (c.kind == Cell::c) {
+      std::vector<int32_t> ks = c.ks;
+      std::sort(ks.begin(), ks.end());
+      o << " with k =";
+      for (int32_t k : ks) o << " " << k;
+    }
+    return o.str();
+  }
+
+  void fail(const std::string& what) {
+    if (error_.empty()) error_ = what;
+  }
+
+  // z += x, both partial sums of the same element of C.
+  void add(Cell& z, const Cell& x, const std::string& label) {
+    if (z.kind != Cell::c || x.kind != Cell::c || z.row != x.row || z.col != x.col)
+      return fail("'" + label + "' adds " + describe(x) + " to " + describe(z));
+    z.ks.insert(z.ks.end(), x.ks.begin(), x.ks.end());
+  }
+
+  // The cells of a view in row-major order, and back (a message's two ends may differ in shape
+  // but not in element count).
+  std::vector<Cell> read(int r, const View& v) {
+    std::vector<Cell> out;
+    for (int64_t i = 0; i < v.rows; ++i)
+      for (int64_t j = 0; j < v.cols; ++j) out.push_back(at(r, v, i, j));
+    return out;
+  }
+  void write(int r, const View& v, const std::vector<Cell>& cells, const std::string& label) {
+    if (int64_t(cells.size()) != v.elements()) return fail("'" + label + "': sizes differ");
+    for (int64_t i = 0; i < v.rows; ++i)
+      for (int64_t j = 0; j < v.cols; ++j) at(r, v, i, j) = cells[std::size_t(i * v.cols + j)];
+  }
+
+  void gemm(int r, const Task& t) {
+    const int64_t kn = t.trans_x ? t.x.rows : t.x.cols;
+    for (int64_t i = 0; i < t.z.rows; ++i)
+      for (int64_t j = 0; j < t.z.cols; ++j) {
+        Cell& z = at(r, t.z, i, j);
+        if (!t.accumulate) z = Cell{};
+        else if (z.kind != Cell::c) return fail("'" + t.label + "' accumulates into " + describe(z));
+        for (int64_t k = 0; k < kn; ++k) {
+          const Cell& x = t.trans_x ? at(r, t.x, k, i) : at(r, t.x, i, k);
+          const Cell& y = t.trans_y ? at(r, t.y, j, k) : at(r, t.y, k, j);
+          if (x.kind != Cell::a || y.kind != Cell::b || x.col != y.row)
+            return fail("'" + t.label + "' multiplies " + describe(x) + " by " + describe(y));
+          if (z.kind == Cell::unset) z = Cell{Cell::c, x.row, y.col, {}};
+          if (z.row != x.row || z.col != y.col)
+            return fail("'" + t.label + "' adds A(" + std::to_string(x.row) + ", k) B(k, " + std::to_string(y.col) + ") into " + describe(z));
+          z.ks.push_back(x.col);
+        }
+      }
+  }
+
+  void run_task(int r, const Task& t) {
+    switch (t.kind) {
+      case TaskKind::gemm: return gemm(r, t);
+      case TaskKind::send: mailbox_[{r, t.peer, t.tag}] = read(r, t.x); return;
+      case TaskKind::recv: {
+        const auto key = std::make_tuple(t.peer, r, t.tag);
+        write(r, t.z, mailbox_[key], t.label);
+        mailbox_.erase(key);
+        return;
+      }
+      case TaskKind::reduce:
+        for (int64_t i = 0; i < t.z.rows; ++i)
+          for (int64_t j = 0; j < t.z.cols; ++j) add(at(r, t.z, i, j), at(r, t.x, i, j), t.label);
+        return;
+      case TaskKind::pack:
+      case TaskKind::unpack: write(r, t.z, read(r, t.x), t.label); return;
+      case TaskKind::collective: return;  // run_collective
+    }
+  }
+
+  void run_collective(const std::vector<std::vector<int>>& collectives, std::size_t c) {
+    const int p = d_.ranks;
+    auto of = [&](int r) -> const Task& { return task(r, collectives[std::size_t(r)][c]); };
+    auto shifted = [](View v, int64_t by) {
+      v.offset += by;
+      return v;
+    };
+    // Everything is read before anything is written, as the collective's inputs are.
+    std::vector<std::vector<Cell>> result(static_cast<std::size_t>(p)), pieces(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r) {
+      const Task& t = of(r);
+      if (t.collective != of(0).collective) return fail("collective " + std::to_string(c) + " differs between ranks");
+      switch (t.collective) {
+        case Collective::allgather: pieces[std::size_t(r)] = read(r, t.x); break;
+        case Collective::reduce_scatter:  // rank r gets the sum of every rank's block r
+        case Collective::allreduce:
+          for (int j = 0; j < p; ++j) {
+            const View from = t.collective == Collective::allreduce ? of(j).z : shifted(of(j).x, r * of(j).stride);
+            const std::vector<Cell> part = read(j, from);
+            if (j == 0) result[std::size_t(r)] = part;
+            else if (part.size() != result[std::size_t(r)].size()) return fail("'" + t.label + "': sizes differ");
+            else
+              for (std::size_t e = 0; e < part.size(); ++e) add(result[std::size_t(r)][e], part[e], t.label);
+          }
+          break;
+      }
+    }
+    for (int r = 0; r < p; ++r) {
+      const Task& t = of(r);
+      if (t.collective == Collective::allgather)
+        for (int j = 0; j < p; ++j) write(r, shifted(t.z, j * t.stride), pieces[std::size_t(j)], t.label);
+      else
+        write(r, t.z, result[std::size_t(r)], t.label);
+    }
+  }
+
+  OpDesc d_;
+  std::vector<Plan> plans_;
+  bool own_gathered_;
+  std::vector<std::array<std::vector<Cell>, 5>> mem_;  // per rank, per Buf
+  std::map<std::tuple<int, int, int>, std::vector<Cell>> mailbox_;  // (from, to, tag) -> the sent cells
+  std::string error_;  // the first thing that went wrong
+};
+
+TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
+  int cases = 0;
+  for (int p : {1, 2, 3, 4})
+    for (const OpDesc& d : descs(p))
+      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8})) {
+        std::vector<Plan> plans;
+        for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
+        // G in the caller's buffer and in the workspace, alternately.
+        SymbolicRun run(d, std::move(plans), cases++ % 2 == 0);
+        std::string error = run.run();
+        if (error.empty()) error = run.check_outputs();
+        if (!error.empty()) ADD_FAILURE() << d.to_string() << " | " << s.to_string() << ": " << error;
+      }
+  EXPECT_GT(cases, 3000);
 }
 
 TEST(Lower, GatheredOperandIsTheLastWorkspaceRegion) {

@@ -1,7 +1,12 @@
 // OpDesc: names, parsing, validation messages and the per-rank shapes of every op.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "cofuse/op_desc.hpp"
+#include "cofuse/random.hpp"
+#include "common/half.hpp"
 
 namespace cofuse {
 namespace {
@@ -119,6 +124,67 @@ TEST(Tolerance, GrowsWithKAndSeparatesDtypes) {
   EXPECT_LT(tolerance(DType::f64, 1024), tolerance(DType::f32, 1024));
   EXPECT_LT(tolerance(DType::f32, 16), tolerance(DType::f32, 4096));
   EXPECT_LT(tolerance(DType::f32, 1 << 20), 1e-2) << "must stay far below the error of garbage";
+}
+
+// The 16-bit tolerance separates what it must: a GEMM that accumulates in fp32 and rounds once
+// (with partial sums that travel in the dtype, as a reduce-scatter ring does) passes it; one
+// that accumulates in the 16-bit type fails it at k = 4096, the k the CUDA tests use for this.
+// Emulated here on the CPU with the library's own conversions, against a double reference.
+struct SixteenBit {
+  DType dtype;
+  float (*to_float)(uint16_t);
+  uint16_t (*from_float)(float);
+  float round(float x) const { return to_float(from_float(x)); }
+};
+
+double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+TEST(Tolerance, SixteenBitSeparatesFp32AccumulationFromSixteenBitAccumulation) {
+  const SixteenBit types[] = {{DType::bf16, detail::bf16_to_float, detail::float_to_bf16},
+                              {DType::f16, detail::f16_to_float, detail::float_to_f16}};
+  for (const SixteenBit& t : types)
+    for (int64_t k : {int64_t(16), int64_t(4096)}) {
+      const int64_t m = 16, n = 16, ranks = 8;
+      std::vector<uint16_t> a(std::size_t(m * k)), b(std::size_t(k * n));
+      fill_random(t.dtype, a.data(), m * k, 7, 0);
+      fill_random(t.dtype, b.data(), k * n, 7, 1);
+      std::vector<double> want(std::size_t(m * n)), once(want.size()), ring(want.size()), in_16(want.size());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double exact = 0;
+          float f32 = 0, acc16 = 0, travelled = 0;
+          for (int r = 0; r < ranks; ++r) {  // the k range cut in P partial sums, as gemm_rs does
+            float partial = 0;
+            for (int64_t l = r * k / ranks; l < (r + 1) * k / ranks; ++l) {
+              const float x = t.to_float(a[std::size_t(i * k + l)]), y = t.to_float(b[std::size_t(l * n + j)]);
+              exact += double(x) * double(y);
+              f32 += x * y;
+              partial += x * y;
+              acc16 = t.round(acc16 + t.round(x * y));
+            }
+            // The partial travels in the dtype and is added to the running sum, rounded again.
+            travelled = t.round(travelled + t.round(partial));
+          }
+          const std::size_t e = std::size_t(i * n + j);
+          want[e] = exact;
+          once[e] = t.round(f32);
+          ring[e] = travelled;
+          in_16[e] = acc16;
+        }
+      const double tol = tolerance(t.dtype, k);
+      EXPECT_LE(relative_error(once, want), tol) << to_string(t.dtype) << " k=" << k << ": fp32 accumulation, rounded once";
+      EXPECT_LE(relative_error(ring, want), tol) << to_string(t.dtype) << " k=" << k << ": 8 partials travelling in the dtype";
+      if (k == 4096) {
+        EXPECT_GT(relative_error(in_16, want), 4 * tol) << to_string(t.dtype) << ": accumulation in the dtype must fail";
+      }
+    }
 }
 
 TEST(Describe, OneReadableLine) {

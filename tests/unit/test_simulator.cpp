@@ -180,6 +180,8 @@ MachineProfile test_profile() {
   return p;
 }
 
+// Every schedule runs to the end; what holds exactly for all of them without contention (the
+// timelines themselves are pinned by hand in the tests after this one).
 TEST(Simulator, EveryScheduleOfEveryOpFinishesOnAProfile) {
   const MachineProfile profile = test_profile();
   for (OpKind op : {OpKind::ag_gemm, OpKind::gemm_rs, OpKind::gemm_ar}) {
@@ -192,12 +194,127 @@ TEST(Simulator, EveryScheduleOfEveryOpFinishesOnAProfile) {
     d.ranks = 3;
     for (const Schedule& s : enumerate_schedules(d)) {
       if (!s.validate_for(d).ok()) continue;
+      SCOPED_TRACE(s.to_string());
       const SimResult r = simulate(d, s, profile);
-      EXPECT_GT(r.makespan_s, 0) << d.to_string() << " " << s.to_string();
-      EXPECT_GE(r.makespan_s + 1e-12, std::max(r.losses.gemm_alone_s, 0.0) * 0.5) << s.to_string();
-      EXPECT_NEAR(r.losses.serial_s, r.losses.gemm_alone_s + r.losses.comm_alone_s, 1e-9) << s.to_string();
+      // Serial is one GEMM then one collective on every rank: G + M.
+      EXPECT_NEAR(r.losses.serial_s, r.losses.gemm_alone_s + r.losses.comm_alone_s, 1e-15);
+      // No contention in test_profile: every GEMM takes exactly its time alone...
+      EXPECT_NEAR(r.losses.cil_s, 0, 1e-15);
+      // ...and one compute engine per rank runs them one after another, so no rank finishes
+      // before its pieces alone (G + DIL for the slowest rank) and its reductions.
+      EXPECT_GE(r.makespan_s, r.losses.gemm_alone_s + r.losses.dil_s - 1e-15);
+      for (double busy : r.compute_busy_s) EXPECT_GE(r.makespan_s, busy - 1e-15);
     }
   }
+}
+
+// Round numbers for timelines by hand: 100 GFLOP/s (so 2·m·n·k / 1e11 s), 10 us per GEMM call,
+// memory fast enough (1000 GB/s) that these GEMMs are compute-bound, links of 1 GB/s per
+// direction with 20 us latency, library collectives at 1 GB/s bus bandwidth after 30 us, no
+// per-task overhead; contention factors as given.
+MachineProfile round_profile(double contention) {
+  MachineProfile p;
+  p.name = "round";
+  p.compute.peak_gflops_f32 = 100;
+  p.compute.peak_gflops_f64 = 50;
+  p.compute.memory_GBps = 1000;
+  p.compute.launch_s = 10e-6;
+  p.network.alpha_s = 20e-6;
+  p.network.bandwidth_GBps = 1;
+  for (CollectiveModel* c : {&p.network.allgather, &p.network.reduce_scatter, &p.network.allreduce}) {
+    c->alpha_s = 30e-6;
+    c->busbw_GBps = 1;
+  }
+  p.contention.gemm_rate_while_comm = p.contention.comm_rate_while_gemm = contention;
+  return p;
+}
+
+// ag_gemm M=200 N=100 K=500 f32 axis m at 2 ranks: A_r is 100 x 500 (200,000 bytes), C_r 200 x 50.
+//
+// serial: one blocking allgather, then one GEMM. allgather: 30 us + 400,000 bytes x (P-1)/P at
+//   1 GB/s = 30 + 200 = 230 us (blocking call: no polling delay). GEMM 200x50x500: 1e7 flop =
+//   100 us, + 10 us launch = 110 us (memory: 540,000 bytes = 0.54 us, below). Makespan 340 us.
+// ring, 2 chunks: pieces of 50 rows (100,000 bytes). GEMM 50x50x500: 2.5e6 flop = 25 us + 10 us
+//   = 35 us (memory 0.21 us). At t = 0 both own pieces start on the compute engine (0-35, 35-70)
+//   and both pieces are posted to the peer: latency 20 us + poll_us / 2 = 100 us -> 120 us each;
+//   one connection per pair, so piece 0 flows 120-220 (100,000 bytes at 1 GB/s) and piece 1
+//   220-320 (the other direction uses other links, in parallel). The peer shard's GEMMs follow
+//   their arrivals: 220-255 and 320-355. Makespan 355 us.
+//   Losses: G = 110, M = 230, pieces alone 4 x 35 = 140 so DIL = 30; CIL = 0; compute busy 140,
+//   exposed communication 355 - 140 = 215; overhead = 4 launches = 40 us.
+TEST(Simulator, SerialAndTwoChunkRingByHand) {
+  const OpDesc d{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
+  const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
+  const double us = 1e-6;
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, 1e-9 * want) << "want " << want; };
+
+  const SimResult serial = simulate(d, serial_schedule(), round_profile(1));
+  near(serial.makespan_s, 340 * us);
+  for (int r = 0; r < 2; ++r) {
+    near(serial.times[r][0].end, 230 * us);  // allgather
+    near(serial.times[r][1].end, 340 * us);  // gemm all
+  }
+
+  const SimResult piped = simulate(d, ring, round_profile(1));
+  near(piped.makespan_s, 355 * us);
+  for (int r = 0; r < 2; ++r) {
+    const Plan& plan = piped.plans[r];
+    std::vector<double> gemm_ends;
+    for (std::size_t t = 0; t < plan.tasks.size(); ++t)
+      if (plan.tasks[t].kind == TaskKind::gemm) gemm_ends.push_back(piped.times[r][t].end / us);
+    ASSERT_EQ(gemm_ends.size(), 4u);
+    near(gemm_ends[0], 35);
+    near(gemm_ends[1], 70);
+    near(gemm_ends[2], 255);
+    near(gemm_ends[3], 355);
+  }
+  const SimLosses& l = piped.losses;
+  near(l.gemm_alone_s, 110 * us);
+  near(l.comm_alone_s, 230 * us);
+  near(l.serial_s, 340 * us);
+  near(l.ideal_s, 230 * us);
+  near(l.dil_s, 30 * us);
+  EXPECT_NEAR(l.cil_s, 0, 1e-15);
+  near(l.exposed_comm_s, 215 * us);
+  near(l.overhead_s, 40 * us);
+}
+
+// The same ring with contention 0.5 both ways (a GEMM at half speed while its rank has any
+// message in flight, latency included; a flow at half speed while a GEMM runs at either end):
+//   own GEMMs: messages in flight from t = 0, so 35 us of work take 70: 0-70, 70-140.
+//   piece 0 flow from 120: half speed until the GEMMs end at 140 (10,000 bytes), then the other
+//     90,000 at full speed: ends at 230.
+//   peer piece 0 GEMM from 230, piece 1 flowing: both at half speed until the GEMM ends at 300
+//     (35,000 bytes moved); the last 65,000 bytes at full speed: piece 1 arrives at 365.
+//   peer piece 1 GEMM: nothing in flight any more, 365-400. Makespan 400 us.
+//   CIL = GEMM time in the run 70 + 70 + 70 + 35 = 245 - 140 alone = 105; exposed 400 - 245 = 155.
+// The serial baseline never overlaps, so contention leaves it at 340 us.
+TEST(Simulator, TwoChunkRingUnderContentionByHand) {
+  const OpDesc d{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
+  const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
+  const double us = 1e-6;
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, 1e-9 * want) << "want " << want; };
+  const SimResult r = simulate(d, ring, round_profile(0.5));
+  near(r.makespan_s, 400 * us);
+  for (int rank = 0; rank < 2; ++rank) {
+    const Plan& plan = r.plans[rank];
+    std::vector<double> gemm_ends, recv_ends;
+    for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
+      if (plan.tasks[t].kind == TaskKind::gemm) gemm_ends.push_back(r.times[rank][t].end / us);
+      if (plan.tasks[t].kind == TaskKind::recv) recv_ends.push_back(r.times[rank][t].end / us);
+    }
+    ASSERT_EQ(gemm_ends.size(), 4u);
+    ASSERT_EQ(recv_ends.size(), 2u);
+    near(gemm_ends[0], 70);
+    near(gemm_ends[1], 140);
+    near(recv_ends[0], 230);
+    near(gemm_ends[2], 300);
+    near(recv_ends[1], 365);
+    near(gemm_ends[3], 400);
+  }
+  near(r.losses.serial_s, 340 * us);
+  near(r.losses.cil_s, 105 * us);
+  near(r.losses.exposed_comm_s, 155 * us);
 }
 
 // Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the
@@ -213,9 +330,19 @@ TEST(Simulator, OverlappedSchedulesUseTheNonBlockingCollectiveModel) {
   p.network.allreduce.nonblocking_alpha_s = 1e-3;
   const SimResult slow = simulate(d, chunked, p);
   EXPECT_NEAR(slow.losses.comm_alone_s, bus_bytes / 1e9, 1e-12);  // serial: still the blocking call
-  // Four pieces in flight together: 1 ms of latency, then all the bytes at a quarter of the speed.
-  EXPECT_GE(slow.comm_busy_s[0], 1e-3 + bus_bytes / 0.25e9 - 1e-9);
-  EXPECT_GT(slow.makespan_s, plain.makespan_s + 0.9e-3);
+  // By hand. A piece is 16 rows of C: its GEMM 16x64x32 is memory-bound, 4 x (16·32 + 32·64 +
+  // 16·64) = 14,336 bytes at 10 GB/s = 1.4336 us, so piece i's all-reduce is posted at
+  // (i+1) x 1.4336 us. Each waits its latency (alpha + poll_us / 2 = 100 us of polling delay),
+  // then moves 4,096 bus bytes (16 x 64 x 4 x 2(P-1)/P); collectives in flight share the bus
+  // rate equally. Arrivals 1.4336 us apart come faster than one piece's data (4.096 us at
+  // 1 GB/s, 16.384 at 0.25 GB/s), so the bus never idles once the first starts, and the last
+  // ends when the first started plus all four pieces' data time:
+  //   plain: 100 + 1.4336 + 4 x 4.096 = 117.8176 us;  slow: 1000 + 100 + 1.4336 + 4 x 16.384 = 1166.9696 us.
+  // Communication is in flight on rank 0 from the first post (1.4336 us) to the end.
+  const double us = 1e-6;
+  EXPECT_NEAR(plain.makespan_s, 117.8176 * us, 1e-9 * plain.makespan_s);
+  EXPECT_NEAR(slow.makespan_s, 1166.9696 * us, 1e-9 * slow.makespan_s);
+  EXPECT_NEAR(slow.comm_busy_s[0], (1166.9696 - 1.4336) * us, 1e-9 * slow.makespan_s);
   const MachineProfile back = parse_profile(to_json(p), "round trip");
   EXPECT_EQ(back.network.allreduce.nonblocking_busbw_GBps, 0.25);
   EXPECT_EQ(back.network.allreduce.nonblocking_alpha_s, 1e-3);

@@ -4,7 +4,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <limits>
 #include <iostream>
 #include <memory>
 
@@ -28,16 +27,6 @@ double process_cpu_now() {
 double slowest_rank(double value) {
   MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return value;
-}
-
-void fill_nan(DType dtype, Matrix& m) {
-  if (dtype == DType::f64) {
-    auto* p = reinterpret_cast<double*>(m.bytes.data());
-    std::fill(p, p + m.shape.elements(), std::numeric_limits<double>::quiet_NaN());
-  } else {
-    auto* p = reinterpret_cast<float*>(m.bytes.data());
-    std::fill(p, p + m.shape.elements(), std::numeric_limits<float>::quiet_NaN());
-  }
 }
 
 struct Timed {
@@ -179,28 +168,29 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
     v.comm = summarize(t.comm);
     return v;
   };
-  auto checked = [&](std::function<Sample()>& run) {
-    // Outputs are poisoned first, so a piece the variant fails to write cannot pass on what an
-    // earlier variant left there (the gathered operand is compared exactly).
-    std::fill(in.c.bytes.begin(), in.c.bytes.end(), 0);
-    fill_nan(desc.dtype, in.gathered);
+  auto checked = [&](std::function<Sample()>& run, Operation* op) {
+    // Outputs (and a cofuse schedule's workspace) are poisoned first (NaN, which no correct
+    // result holds), so a piece the variant fails to write, or accumulates into without
+    // clearing, cannot pass on what an earlier variant or call left there.
+    in.poison_outputs();
+    if (op) op->poison_workspace();
     run();
     return reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
   };
   result.variants.push_back(variant("serial", serial.schedule().to_string(), "serial", timed[2]));
   result.variants.back().workspace_bytes = reserved_bytes(serial);
-  result.variants.back().check = checked(timed[2].run);
+  result.variants.back().check = checked(timed[2].run, &serial);
   result.variants.push_back(variant("naive", "naive:chunks=" + std::to_string(naive.chunks()),
                                     "naive (" + std::to_string(naive.chunks()) + " pieces)", timed[3]));
   result.variants.back().workspace_bytes = naive.workspace_bytes();
-  result.variants.back().check = checked(timed[3].run);
+  result.variants.back().check = checked(timed[3].run, nullptr);
   for (std::size_t k = 0; k < ops.size(); ++k) {
     VariantResult v = variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[4 + k]);
     v.chunks_alone_s = summarize(pieces[k]).median;
     v.comm_alone_s = summarize(comm_only[k]).median;
     v.comm_alone_cpu_s = summarize(comm_cpu[k]).median;
     v.workspace_bytes = reserved_bytes(*ops[k]);
-    v.check = checked(timed[4 + k].run);
+    v.check = checked(timed[4 + k].run, ops[k].get());
     result.variants.push_back(std::move(v));
   }
 

@@ -55,6 +55,8 @@ std::vector<int64_t> sizes_from_json(const json& value, const std::string& where
       if (key != "begin" && key != "end" && key != "factor" && key != "step")
         bad(where + ": unknown key '" + key + "' in a range (begin, end, factor or step)");
     if (!value.contains("begin") || !value.contains("end")) bad(where + ": a range needs begin and end");
+    if (value.contains("factor") && !value["factor"].is_number())
+      bad(where + ": factor " + value["factor"].dump() + " is not a number");
     const double factor = value.value("factor", 0.0);
     const int64_t step = value.contains("step") ? one(value["step"]) : 0;
     try {

@@ -76,10 +76,11 @@ Times time_operation(Operation& operation, const OpBuffers& buffers, int iters, 
 }
 
 // `operation` and the serial baseline, interleaved call by call (alternating which goes
-// first), so that the machine's drift hits both alike. Ends with a call of `operation`, so the
-// output buffers hold its result.
-std::pair<Times, Times> time_against_serial(Operation& serial, Operation& operation, const OpBuffers& buffers,
-                                            int iters, int warmup) {
+// first), so that the machine's drift hits both alike. Ends with one more call of `operation`
+// on poisoned outputs and workspace, so the output buffers hold what that call alone wrote.
+std::pair<Times, Times> time_against_serial(Operation& serial, Operation& operation, Inputs& in, int iters,
+                                            int warmup) {
+  const OpBuffers buffers = in.buffers();
   for (int i = 0; i < warmup; ++i) {
     serial.execute(buffers);
     operation.execute(buffers);
@@ -94,6 +95,8 @@ std::pair<Times, Times> time_against_serial(Operation& serial, Operation& operat
       time_one(serial, buffers, base);
     }
   }
+  in.poison_outputs();
+  operation.poison_workspace();
   operation.execute(buffers);
   return {base, times};
 }
@@ -230,7 +233,7 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
   bool all_passed = true;
   for (const Schedule& s : list) {
     Operation op(d, MPI_COMM_WORLD, s, args.settings);
-    const auto [base, times] = time_against_serial(serial, op, buffers, args.iters, args.warmup);
+    const auto [base, times] = time_against_serial(serial, op, in, args.iters, args.warmup);
     const CheckResult check = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
     all_passed = all_passed && check.passed();
     if (rank != 0) continue;
@@ -276,7 +279,13 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
   const Times times = time_operation(operation, buffers, args.iters, args.warmup);
   int exit_code = 0;
   std::optional<CheckResult> check;
-  if (args.check) check = check_against_reference(d, buffers, MPI_COMM_WORLD);
+  if (args.check) {
+    // One more, untimed call on poisoned outputs and workspace: the check sees only what it wrote.
+    in.poison_outputs();
+    operation.poison_workspace();
+    operation.execute(buffers);
+    check = check_against_reference(d, buffers, MPI_COMM_WORLD);
+  }
   if (check && !check->passed()) exit_code = 1;
   if (rank == 0) print_single(args, d, operation, in, times, seed, check);
 

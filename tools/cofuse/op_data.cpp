@@ -3,18 +3,26 @@
 #include <charconv>
 #include <random>
 
+#include "cofuse/random.hpp"
 #include "cofuse/reference.hpp"
 
 namespace cofuse::cli {
 
 Inputs::Inputs(const OpDesc& d, uint64_t seed, int rank)
     : shapes(d.local_shapes()),
+      dtype(d.dtype),
       a(shapes.a, d.dtype),
       b(shapes.b, d.dtype),
       c(shapes.c, d.dtype),
       gathered(shapes.gathered, d.dtype) {
   fill_random(d.dtype, a.data(), shapes.a.elements(), seed, 2 * uint64_t(rank));
   fill_random(d.dtype, b.data(), shapes.b.elements(), seed, 2 * uint64_t(rank) + 1);
+  poison_outputs();
+}
+
+void Inputs::poison_outputs() {
+  fill_nan(dtype, c.data(), shapes.c.elements());
+  if (gathered.data()) fill_nan(dtype, gathered.data(), shapes.gathered.elements());
 }
 
 uint64_t agree_seed(const std::string& text) {

@@ -22,12 +22,18 @@ struct Matrix {
 };
 
 /// This rank's a and b, filled from (seed, rank) so any rank's data can be regenerated; c and
-/// the gathered operand start as zeros and are the op's to write.
+/// the gathered operand start as NaN and are the op's to write.
 struct Inputs {
   LocalShapes shapes;
+  DType dtype;
   Matrix a, b, c, gathered;
   Inputs(const OpDesc& d, uint64_t seed, int rank);
   OpBuffers buffers() { return {a.data(), b.data(), c.data(), gathered.data()}; }
+  /// Every output (c and the gathered operand) back to NaN. Called before every call whose
+  /// result is checked, so the check sees only what that call wrote: a schedule that skips a
+  /// block, or accumulates into C without clearing it, fails instead of passing on an earlier
+  /// run's correct values.
+  void poison_outputs();
 };
 
 /// Collective over MPI_COMM_WORLD: `text` parsed (already validated), or a fresh random seed

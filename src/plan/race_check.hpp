@@ -1,0 +1,15 @@
+// The conflict relation under find_race (cofuse/plan.hpp), shared with the executor's runtime
+// order check (ExecSettings::check_order).
+#pragma once
+
+#include <vector>
+
+#include "cofuse/plan.hpp"
+
+namespace cofuse {
+
+/// For every task j, the earlier tasks i < j that touch an element j touches, one of the two
+/// writing. A sound plan orders each such i before j, so i has completed when j starts.
+std::vector<std::vector<int>> conflicting_predecessors(const Plan& plan);
+
+}  // namespace cofuse
