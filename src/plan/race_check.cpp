@@ -11,6 +11,7 @@
 // Nothing else does. Communication tasks are posted whenever their deps are met, in any order,
 // and a send, receive or collective uses its buffers from its post until its completion.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -133,10 +134,12 @@ std::vector<std::vector<int>> conflicting_predecessors(const Plan& plan) {
 }
 
 std::string find_race(const Plan& plan) {
-  const std::size_t n = plan.tasks.size();
-  // before[j][i]: task i has completed before task j starts. Deps precede their task (a plan
-  // is in topological order), so one pass in plan order closes the relation transitively.
-  std::vector<std::vector<bool>> before(n, std::vector<bool>(n, false));
+  const std::size_t n = plan.tasks.size(), words = (n + 63) / 64;
+  // before[j]: a bit set of the tasks that have completed before task j starts. Deps precede
+  // their task (a plan is in topological order), so one pass in plan order closes the relation
+  // transitively: j's set is the union of its direct predecessors' sets and themselves.
+  std::vector<uint64_t> before(n * words, 0);
+  auto row = [&](std::size_t j) { return before.data() + j * words; };
   int last_compute = -1;
   for (std::size_t j = 0; j < n; ++j) {
     const Task& t = plan.tasks[j];
@@ -147,15 +150,14 @@ std::string find_race(const Plan& plan) {
     }
     for (int d : direct) {
       if (d < 0 || std::size_t(d) >= j) return "task " + std::to_string(j) + " (" + t.label + ") depends on a task that does not precede it";
-      before[j][std::size_t(d)] = true;
-      for (std::size_t i = 0; i < n; ++i)
-        if (before[std::size_t(d)][i]) before[j][i] = true;
+      row(j)[std::size_t(d) / 64] |= uint64_t(1) << (std::size_t(d) % 64);
+      for (std::size_t w = 0; w < words; ++w) row(j)[w] |= row(std::size_t(d))[w];
     }
   }
   const std::vector<std::vector<int>> conflicts = conflicting_predecessors(plan);
   for (std::size_t j = 0; j < n; ++j)
     for (int i : conflicts[j])
-      if (!before[j][std::size_t(i)])
+      if (!(row(j)[std::size_t(i) / 64] >> (std::size_t(i) % 64) & 1))
         return "tasks " + std::to_string(i) + " (" + plan.tasks[std::size_t(i)].label + ") and " + std::to_string(j) + " (" +
                plan.tasks[j].label + ") touch the same elements, one writing, and nothing orders them";
   return "";
