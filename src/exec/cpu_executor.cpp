@@ -201,7 +201,7 @@ void CpuExecutor::mark_done(int task) {
 }
 
 void CpuExecutor::check_order(int task) const {
-  if (must_be_done_.empty() || compute_only_) return;
+  if (must_be_done_.empty()) return;
   for (int i : must_be_done_[std::size_t(task)])
     if (!done_[i].load(std::memory_order_acquire))
       throw Error(ErrorCode::internal, "order check: task #" + std::to_string(task) + " '" + plan_.tasks[task].label +
@@ -318,7 +318,6 @@ void CpuExecutor::wait_any_inflight() {
 
 void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
-  check_order(index);
   started_[index].store(1, std::memory_order_relaxed);
   if (skip_gemm_ && t.kind == TaskKind::gemm) {
     times_[index].start = now();  // a zero-length task: no GEMM ran
@@ -431,15 +430,8 @@ RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
     throw Error(ErrorCode::invalid_argument, "this operation failed in an earlier call and cannot run again (" + broken_ + ")");
   const double start = now();
   bind(buffers, work);
-  // No communication runs here, so the order check (which wants it done) does not apply.
-  compute_only_ = true;
-  try {
-    for (int index : compute_order_) run_compute_task(index, tiled_, false);
-  } catch (...) {
-    compute_only_ = false;
-    throw;
-  }
-  compute_only_ = false;
+  // No communication runs here, so there is no order to check.
+  for (int index : compute_order_) run_compute_task(index, tiled_, false);
   return phase_times(start);
 }
 
@@ -484,6 +476,7 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
           cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
           if (!failure_.empty()) break;
         }
+        check_order(index);
         run_compute_task(index, false);
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -510,6 +503,7 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
           if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: '" + t.label + "' can never become ready");
           wait_any_inflight();
         }
+        check_order(index);
         run_compute_task(index, tiled_);
       }
       while (comm_left_ > 0) {

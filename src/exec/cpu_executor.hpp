@@ -89,7 +89,6 @@ class CpuExecutor {
   bool skip_gemm_ = false;             // run_comm_only: GEMM tasks complete without computing
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order
   std::vector<std::vector<int>> must_be_done_;  // check_order: per task, what must have completed first
-  bool compute_only_ = false;                   // in run_compute_only: no communication runs
   std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
   std::vector<MPI_Request> requests_; // one per comm task
   std::vector<int> completed_;        // scratch for MPI_Testsome

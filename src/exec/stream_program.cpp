@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "cofuse/status.hpp"
+#include "plan/race_check.hpp"
 
 namespace cofuse::detail {
 
@@ -37,36 +38,6 @@ std::pair<View, View> matched(View from, View to, const std::string& what) {
   }
   internal(what + ": sender's view is " + std::to_string(from.rows) + "x" + std::to_string(from.cols) +
            ", receiver's " + std::to_string(to.rows) + "x" + std::to_string(to.cols));
-}
-
-// Whether two views of one rank's buffers may share an element. Exact for views with the same
-// leading dimension (tiles of one matrix); otherwise by their address ranges (conservative).
-bool overlaps(const View& a, const View& b) {
-  if (a.buf != b.buf || a.empty() || b.empty()) return false;
-  if (a.ld == b.ld && a.ld > 0 && a.offset % a.ld + a.cols <= a.ld && b.offset % b.ld + b.cols <= b.ld) {
-    const int64_t ar = a.offset / a.ld, ac = a.offset % a.ld, br = b.offset / b.ld, bc = b.offset % b.ld;
-    return ar < br + b.rows && br < ar + a.rows && ac < bc + b.cols && bc < ac + a.cols;
-  }
-  const int64_t a_end = a.offset + (a.rows - 1) * a.ld + a.cols, b_end = b.offset + (b.rows - 1) * b.ld + b.cols;
-  return a.offset < b_end && b.offset < a_end;
-}
-
-// The views a local task reads and the one it writes.
-std::vector<View> reads_of(const Task& t) {
-  std::vector<View> r = {t.x};
-  if (t.kind == TaskKind::gemm) r.push_back(t.y);
-  if (t.kind == TaskKind::reduce || (t.kind == TaskKind::gemm && t.accumulate)) r.push_back(t.z);
-  return r;
-}
-
-// A later task must wait for an earlier one that writes what it touches or reads what it writes.
-bool conflicts(const Task& earlier, const Task& later) {
-  for (const View& v : reads_of(later))
-    if (overlaps(earlier.z, v)) return true;
-  if (overlaps(earlier.z, later.z)) return true;
-  for (const View& v : reads_of(earlier))
-    if (overlaps(v, later.z)) return true;
-  return false;
 }
 
 View shifted(View v, int64_t by) {
@@ -185,15 +156,16 @@ class Builder {
   // runs them one after another), and GEMM pieces that accumulate into one output rely on it.
   // Streams run concurrently, so every such ordering that matters — a later compute task that
   // touches what an earlier one writes, or writes what it reads — becomes a dependency.
+  // Which tasks conflict is the plan's one happens-before rule (plan/race_check).
   void add_engine_order() {
     for (std::size_t r = 0; r < plans_.size(); ++r) {
       const std::vector<Task>& tasks = plans_[r].tasks;
-      std::vector<std::size_t> earlier;
+      auto local_compute = [&](std::size_t i) { return tasks[i].engine == EngineId::compute && !is_comm(tasks[i].kind); };
+      const std::vector<std::vector<int>> conflicting = conflicting_predecessors(plans_[r]);
       for (std::size_t i = 0; i < tasks.size(); ++i) {
-        if (tasks[i].engine != EngineId::compute || is_comm(tasks[i].kind)) continue;
-        for (std::size_t j : earlier)
-          if (conflicts(tasks[j], tasks[i])) nodes_[std::size_t(node_of_[r][i])].deps.push_back(node_of_[r][j]);
-        earlier.push_back(i);
+        if (!local_compute(i)) continue;
+        for (int j : conflicting[i])
+          if (local_compute(std::size_t(j))) nodes_[std::size_t(node_of_[r][i])].deps.push_back(node_of_[r][std::size_t(j)]);
       }
     }
   }

@@ -1,5 +1,5 @@
 // The conflict relation under find_race (cofuse/plan.hpp), shared with the executor's runtime
-// order check (ExecSettings::check_order).
+// order check (ExecSettings::check_order) and the stream programs' engine-order waits.
 #pragma once
 
 #include <vector>
