@@ -27,7 +27,8 @@
 
 #include "cofuse/cuda.hpp"
 #include "cofuse/random.hpp"
-#include "common/half.hpp"
+#include "core/common/half.hpp"
+#include "core/exec_model/times.hpp"
 
 namespace {
 
@@ -107,13 +108,7 @@ double covered(const std::vector<cuda::OpTime>& times, Pick pick) {
   std::vector<std::pair<double, double>> spans;
   for (const cuda::OpTime& t : times)
     if (pick(t)) spans.push_back({t.start, t.end});
-  std::sort(spans.begin(), spans.end());
-  double total = 0, reach = -1e300;
-  for (const auto& [s, e] : spans) {
-    if (e > reach) total += e - std::max(s, reach);
-    reach = std::max(reach, e);
-  }
-  return total;
+  return cofuse::detail::covered_seconds(spans);
 }
 
 void write_trace(const std::string& path, const std::vector<cuda::OpTime>& times) {

@@ -1,5 +1,6 @@
 // How much a repeated planning question costs: choose_schedule() the first time (every valid
-// schedule simulated) against the same question again (the cache), medians of repeats.
+// schedule simulated) against the same question again (a PlannerCache the bench owns), medians
+// of repeats.
 //   build/bench/planner_cache [PROFILE]
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   };
   std::vector<double> first, cached;
   int candidates = 0;
+  cofuse::PlannerCache cache;
   for (int i = 0; i < 5; ++i) {
     cofuse::OpDesc d;
     d.op = cofuse::OpKind::gemm_rs;
@@ -25,11 +27,11 @@ int main(int argc, char** argv) {
     d.k = 28672;
     d.ranks = 8;
     auto t0 = std::chrono::steady_clock::now();
-    candidates = int(cofuse::choose_schedule(d, profile).candidates.size());
+    candidates = int(cofuse::choose_schedule(d, profile, {}, &cache).candidates.size());
     first.push_back(seconds(t0));
     for (int j = 0; j < 1000; ++j) {
       t0 = std::chrono::steady_clock::now();
-      cofuse::choose_schedule(d, profile);
+      cofuse::choose_schedule(d, profile, {}, &cache);
       cached.push_back(seconds(t0));
     }
   }

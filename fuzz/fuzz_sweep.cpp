@@ -11,7 +11,7 @@
 #include <regex>
 #include <string>
 
-#include "bench_sweep.hpp"
+#include "measure/bench_sweep.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace {
@@ -38,10 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::ofstream(path, std::ios::binary).write(text.data(), std::streamsize(size));
   try {
-    for (const cofuse::cli::BenchCase& c : cofuse::cli::load_sweep_file(path, cofuse::cli::SweepSpec{})) {
+    for (const cofuse::measure::BenchCase& c : cofuse::measure::load_sweep_file(path, cofuse::measure::SweepSpec{})) {
       if (c.m < 1 || c.n < 1 || c.k < 1) __builtin_trap();
       if (c.schedules != "presets" && c.schedules != "all")
-        for (const std::string& item : cofuse::cli::split_list(c.schedules, ';'))
+        for (const std::string& item : cofuse::measure::split_list(c.schedules, ';'))
           if (!cofuse::Schedule::parse(item)) __builtin_trap();
     }
   } catch (const cofuse::Error& e) {

@@ -16,18 +16,29 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ is missing (scripts/setup
 # The one generated header the sources need.
 sed -e 's/@PROJECT_VERSION@/0.0.0/; s/@PROJECT_VERSION_[A-Z]*@/0/g; s/@COFUSE_GIT_REVISION@/fuzz/' cmake/version.hpp.in >"$out/gen/cofuse/version.hpp"
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc
-       -Itools/cofuse -I"$out/gen" -DCOFUSE_SOURCE_PROFILES_DIR=\""$PWD/profiles"\" -DCOFUSE_INSTALL_PROFILES_DIR=\"/nonexistent\")
-core=(src/common/status.cpp src/op/op_desc.cpp src/schedule/schedule.cpp)
+       -I"$out/gen" -DCOFUSE_SOURCE_PROFILES_DIR=\""$PWD/profiles"\" -DCOFUSE_INSTALL_PROFILES_DIR=\"/nonexistent\")
+# libcofuse_core (MPI-free) is compiled once and linked into every target, with the one file
+# of another library each parser lives in.
+mkdir -p "$out/obj"
+core=()
+for src in src/core/*/*.cpp; do
+  obj="$out/obj/$(echo "${src#src/}" | tr / _).o"
+  if ! clang++ "${flags[@]/-fsanitize=fuzzer,address,undefined/-fsanitize=fuzzer-no-link,address,undefined}" -c "$src" \
+         -o "$obj" 2>"$out/build-core.log"; then
+    echo "fuzz: building $src failed (see $out/build-core.log)"; exit 2
+  fi
+  core+=("$obj")
+done
 declare -A sources=(
-  [schedule]="${core[*]}"
-  [profile]="${core[*]} src/sim/profile.cpp"
-  [tuning]="${core[*]} src/planner/tuning.cpp"
-  [sweep]="${core[*]} tools/cofuse/bench_sweep.cpp"
+  [schedule]=""
+  [profile]="src/model/sim/profile.cpp"
+  [tuning]="src/model/planner/tuning.cpp"
+  [sweep]="src/measure/bench_sweep.cpp"
 )
 total_runs=0 crashed=0
 for target in schedule profile tuning sweep; do
   bin="$out/bin/fuzz_$target"
-  if ! clang++ "${flags[@]}" "fuzz/fuzz_$target.cpp" ${sources[$target]} -o "$bin" 2>"$out/build-$target.log"; then
+  if ! clang++ "${flags[@]}" "fuzz/fuzz_$target.cpp" ${sources[$target]} "${core[@]}" -o "$bin" 2>"$out/build-$target.log"; then
     echo "fuzz: building fuzz_$target failed (see $out/build-$target.log)"; exit 2
   fi
   corpus="$out/corpus/$target"

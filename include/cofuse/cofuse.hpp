@@ -1,7 +1,9 @@
 // Everything a user of cofuse needs: #include <cofuse/cofuse.hpp>, link cofuse::cofuse.
 #pragma once
 
+#include "cofuse/backend.hpp"
 #include "cofuse/build_info.hpp"
+#include "cofuse/config.hpp"
 #include "cofuse/npy.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"

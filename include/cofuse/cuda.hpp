@@ -48,6 +48,9 @@ struct Settings {
   bool timing = false;           // time every operation with events (op_times()); costs a few
                                  // microseconds per operation, so leave it off when timing totals
   std::size_t gemm_workspace_bytes = std::size_t(32) << 20;  // cuBLASLt workspace per compute stream
+  double deadline_s = -1;        // cuda::Group only (LocalGroup has no peers to wait for): the
+                                 // deadline of its setup and of each run, as ExecSettings::deadline_s
+                                 // (> 0 seconds, 0 none, < 0 $COFUSE_DEADLINE_S or the default)
 };
 
 /// When one operation of the last run started and ended, seconds from the run's start, with
@@ -77,7 +80,8 @@ class LocalGroup {
   /// whole program (CUDA events); with settings.timing also gemm_s (the largest per-rank sum of
   /// GEMM times) and comm_s (the largest per-rank time with anything running on its
   /// communication stream: transfers, the sums of collectives; a plan's own reduce tasks run on
-  /// the compute streams and are not counted).
+  /// the compute streams and are not counted) and busy_s (the largest per-rank time with anything
+  /// running on its compute streams, reduce tasks included).
   /// Throws Error(invalid_argument) for missing buffers, Error(device) for a failed call.
   RunStats run(const std::vector<OpBuffers>& buffers);
 

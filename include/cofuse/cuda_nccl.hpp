@@ -18,21 +18,29 @@ namespace cofuse::cuda {
 /// ncclAllGather / ncclReduceScatter / ncclAllReduce, all on the rank's communication stream.
 class Group {
  public:
-  /// COLLECTIVE over comm (desc.ranks must be its size): the ranks first agree on desc and
-  /// schedule (cofuse::agree: every rank throws the same Error naming what differs), check that
-  /// this executor can run them, then create the NCCL communicator (its id broadcast over comm).
-  /// Rank i of a node uses GPU i modulo the node's GPU count (settings.device is ignored).
+  /// COLLECTIVE over comm (desc.ranks must be its size). Uses the same per-communicator state as
+  /// the CPU Operation: MPI runs on cofuse's duplicate of comm (MPI_ERRORS_RETURN, every call
+  /// checked), and settings.deadline_s bounds the setup and every run (the watchdog reports what
+  /// this rank waits for and aborts the job). The ranks first agree on desc and schedule
+  /// (cofuse::agree: every rank throws the same Error naming what differs), check that this
+  /// executor can run them (can_run(Backend::cuda_nccl, ...), cofuse/backend.hpp), then create
+  /// the NCCL communicator (its id broadcast over comm).
+  /// desc: the op; comm: the caller's communicator; schedule: how to run it; settings: as for
+  /// LocalGroup, except that rank i of a node uses GPU i modulo the node's GPU count
+  /// (settings.device is ignored).
   /// Schedules: serial, or fusion=unfused with engine=sm. NCCL moves contiguous buffers, so
   /// strided 2d pieces need data=uniform (packed first). engine=ce between processes (CUDA IPC
   /// or NCCL window copies) is not built yet: Error(invalid_argument). Any rank's failure makes
-  /// every rank throw (one MPI_Allreduce of a flag) instead of leaving the others in NCCL.
+  /// every rank throw (one MPI_Allreduce) instead of leaving the others in NCCL.
   Group(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const Settings& settings = {});
   ~Group();
   Group(Group&&) noexcept;
   Group& operator=(Group&&) noexcept;
 
   /// Runs the op once on this rank's DEVICE buffers (collective: every rank calls it) and waits.
-  /// Times as LocalGroup::run, for this rank.
+  /// buffers: checked first on every rank (null, aliasing; device memory is not scanned for NaN),
+  /// and if any rank's are unusable every rank throws Error(invalid_argument). Times as
+  /// LocalGroup::run, for this rank.
   RunStats run(const OpBuffers& buffers);
 
   const Plan& plan() const;

@@ -35,6 +35,8 @@
 
 namespace cofuse {
 
+class PlannerCache;  // planner.hpp
+
 /// The three GEMMs of a linear layer.
 enum class LayerGemm { fprop, dgrad, wgrad };
 const char* to_string(LayerGemm g);
@@ -56,9 +58,12 @@ struct LinearConfig {
   /// A schedule per GEMM that communicates (the others are local GEMMs and ignore theirs);
   /// nullopt = the planner's choice on `profile`.
   std::optional<Schedule> fprop, dgrad, wgrad;
-  /// Machine profile for the planner: a shipped name or a file; "" = $COFUSE_PROFILE, else
-  /// "this-host-shm".
+  /// Machine profile for the planner: a shipped name or a file; "" = config::profile()'s rule
+  /// ($COFUSE_PROFILE, else "this-host-shm").
   std::string profile;
+  /// Where the planner's answers are kept (not owned; must outlive the layer's construction);
+  /// null = one cache the layers share in this process.
+  PlannerCache* planner_cache = nullptr;
   ExecSettings exec;  // executor settings of every Operation
 };
 
@@ -127,7 +132,8 @@ struct MlpConfig {
   bool overlap_wgrad = false;
   /// Schedules of the six GEMMs (column fprop/dgrad/wgrad, row fprop/dgrad/wgrad); nullopt = planner.
   std::optional<Schedule> schedules[6];
-  std::string profile;
+  std::string profile;                    // as LinearConfig::profile
+  PlannerCache* planner_cache = nullptr;  // as LinearConfig::planner_cache
   ExecSettings exec;
 };
 

@@ -36,8 +36,9 @@ class CpuExecutor;
 /// The constructor is collective: the ranks exchange a digest of the description and the
 /// schedule (op, M, N, K, dtype, transposes, axis, ranks, and every schedule field) and, if any
 /// rank differs, EVERY rank throws the same cofuse::Error naming each differing field and which
-/// ranks hold which value. Then both are validated (the same check on every rank, so all throw
-/// alike) and this rank's plan is built. execute() runs without further agreement.
+/// ranks hold which value. Then the gate can_run(Backend::cpu_mpi, desc, schedule) checks both
+/// (cofuse/backend.hpp: the same check on every rank, so all throw alike) and this rank's plan
+/// is built. execute() runs without further agreement.
 class Operation {
  public:
   /// desc: what to compute; desc.ranks must equal the size of comm.
@@ -54,9 +55,11 @@ class Operation {
 
   /// Runs the op on this rank's buffers (collective). Outputs must not overlap any other buffer.
   /// The ranks first tell each other whether their buffers (and this rank's workspace) are
-  /// usable (one 4-byte allreduce), so a null or aliased buffer, or a failed workspace
-  /// allocation, on one rank makes every rank throw instead of hanging.
-  /// Throws cofuse::Error (invalid_argument for buffers, mpi for an MPI failure).
+  /// usable (one 8-byte allreduce), so a null or aliased buffer (or, with
+  /// ExecSettings::check_finite, a NaN in A or B), or a failed workspace allocation, on one rank
+  /// makes every rank throw instead of hanging: that rank its own error, the others one naming it.
+  /// Throws cofuse::Error (invalid_argument for buffers, out_of_memory for the workspace, mpi for
+  /// an MPI failure, the GEMM's own code when the compute engine fails).
   RunStats execute(const OpBuffers& buffers);
 
   /// Measurement aid (NOT collective, no communication at all): runs only this rank's

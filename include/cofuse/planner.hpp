@@ -4,10 +4,15 @@
 // choose_schedule() enumerates the valid schedules (chunk counts 2, 4, 8, 16), predicts each
 // with the simulator on the machine's profile, and returns them all, fastest first, with the
 // choice and a paragraph of reasons. A winner measured on the machine (tuning.hpp) overrides
-// the prediction. Results are cached per (description, profile, options),
-// so a repeated call costs a map lookup.
+// the prediction. A caller that asks repeatedly owns a PlannerCache and passes it: answers are
+// kept per (description, profile, options, tuning database), so a repeated call costs a map
+// lookup. The planner itself keeps no state.
 #pragma once
 
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,9 +62,45 @@ struct PlanChoice {
   bool from_cache = false;                 // answered from the cache: no simulation ran for this call
 };
 
+class PlannerCache;
+
 /// Collective-free and MPI-free: plans for desc.ranks ranks on `profile`. desc must be valid
-/// (Error(invalid_argument) otherwise). Cached: the same arguments return the cached choice.
-PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, const PlannerOptions& options = {});
+/// (Error(invalid_argument) otherwise).
+///   desc     the op to plan (global sizes, desc.ranks ranks)
+///   profile  the machine, as data (profile.hpp)
+///   options  margin, chunk counts, simulator settings, tuning database
+///   cache    where answers are kept; null = none (every call simulates every candidate).
+///            With a cache, a question it has answered returns that answer with from_cache set.
+PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, const PlannerOptions& options = {},
+                           PlannerCache* cache = nullptr);
+
+/// The planner's answers, kept by whoever asks repeatedly (a layer, a command, a test). The key
+/// is the whole question: the description, the profile's full content, the options, and the
+/// tuning database's path and modification time (a database `cofuse tune` rewrote is a new
+/// question). Thread-safe: calls may share one cache; two threads asking the same new question
+/// at once both simulate and the first answer stored is kept. Grows by one entry per distinct
+/// question and is never evicted: clear() it, or let it go out of scope.
+class PlannerCache {
+ public:
+  PlannerCache() = default;
+  PlannerCache(const PlannerCache&) = delete;
+  PlannerCache& operator=(const PlannerCache&) = delete;
+
+  /// Distinct questions answered.
+  std::size_t size() const;
+  /// Forgets every answer.
+  void clear();
+
+ private:
+  friend PlanChoice choose_schedule(const OpDesc&, const MachineProfile&, const PlannerOptions&, PlannerCache*);
+  // The answer kept for `key`, marked from_cache; nullopt when there is none.
+  std::optional<PlanChoice> find(const std::string& key) const;
+  // Keeps `choice` for `key` unless an answer is there already; returns the one kept.
+  PlanChoice store(const std::string& key, PlanChoice choice);
+
+  mutable std::mutex mutex_;
+  std::map<std::string, PlanChoice> answers_;
+};
 
 /// Seed 001's heuristics as a named baseline planner, implemented as written there:
 ///   select_schedule(otb, mt): otb·mt < 0.5·ts -> uniform-fused-1d; > 5·ts -> hetero-unfused-1d;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cofuse/config.hpp"
+
 namespace cofuse {
 
 /// One rank's buffers, laid out as OpDesc::local_shapes() says (row-major, contiguous).
@@ -25,24 +27,29 @@ struct RunStats {
   double total_s = 0;  // the whole call, from entry to return
   double progress_cpu_s = 0;  // CPU time the progress thread used (0 without one): what the
                               // communication engine took from the cores the GEMM runs on
+  double busy_s = 0;   // wall time the compute engine was busy: GEMMs and the other compute
+                       // tasks (reductions), as the simulator's compute_busy_s
+  // Exposed time is total_s - gemm_s: everything in the call that is not GEMM, reductions
+  // included; the simulator's SimLosses::exposed_comm_s is the same quantity, predicted.
 };
 
-/// Settings of the CPU executor. Explicit values, no environment variables.
+/// Settings of the CPU executor. Explicit values, no environment variables (except the
+/// deadline's fallback); the defaults live in the configuration registry (config.hpp).
 struct ExecSettings {
   /// Progress thread (engine=thread): at most this many microseconds between two polls of MPI
   /// while a message is in flight (a finished GEMM wakes it sooner). 0 = spin (fastest reaction, but it takes a whole core from the
   /// GEMM); larger = cheaper, but a message may complete up to this much later than it could.
   /// With nothing in flight the thread blocks on a condition variable and costs nothing.
-  /// Default 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks)
-  /// spinning cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).
-  int poll_us = 200;
+  /// Default config::kPollUs (200; config.hpp cites the measurement behind it).
+  int poll_us = config::kPollUs;
   /// Fused schedules (engine=inline): rows of a GEMM computed between two MPI progress calls.
-  int64_t tile_rows = 64;
+  int64_t tile_rows = config::kTileRows;
   /// Deadline of every call, in seconds. When it passes (a dead or stalled peer, a hang), the
   /// rank prints what it was waiting for — task, peer, bytes — and ABORTS THE JOB
   /// (MPI_Abort, exit status 124): a rank cannot leave an MPI call its peers are in, so the only
   /// failure that leaves no one behind is ending the job. > 0: seconds; 0: no deadline;
-  /// < 0 (default): $COFUSE_DEADLINE_S when set, else 600 s.
+  /// < 0 (default): $COFUSE_DEADLINE_S when set, else config::kDeadlineS (600 s); a
+  /// COFUSE_DEADLINE_S that is not a number >= 0 makes the call throw Error(invalid_argument).
   double deadline_s = -1;
   /// Scan A and B for NaN and infinity before every call (costs one read of both); a rank that
   /// finds one makes every rank throw Error(invalid_argument), naming the rank, the operand and

@@ -12,8 +12,10 @@
 //                                     straight from/to strided memory (MPI derived datatypes)
 //   fusion   unfused | fused          unfused: GEMM and communication on separate engines;
 //                                     fused: one thread interleaves GEMM tiles with MPI progress
-//   engine   thread | inline | ce | sm   who moves bytes: a progress thread (unfused), the
-//                                     compute thread itself (fused); ce / sm are GPU engines
+//   engine   thread | inline | ce | sm   what drives communication (Schedule::driver): a
+//                                     progress thread (unfused), the compute thread itself
+//                                     between GEMM tiles (fused); ce / sm: GPU copy engines or
+//                                     SM copy kernels
 //   algo     coll | ring | direct     coll: a library collective per piece; ring: point-to-point
 //                                     ring, reduce / forward per step; direct: every piece
 //                                     straight to its destination, start staggered by rank
@@ -22,6 +24,12 @@
 //   overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring
 // A preset name may stand for all fields, optionally followed by overrides:
 //   "hetero-unfused-1d", "hetero-unfused-1d,chunks=8".
+//
+// "Engine" in cofuse means one of a plan's two execution resources (EngineId: compute, comm).
+// The field that says what drives the comm engine is therefore `driver` (enum CommDriver) in
+// C++. Its text key stays `engine=`, printed and parsed, with `driver=` accepted as a synonym:
+// schedule strings live in tuning databases, bench records, planner caches, test lists and
+// docs, and a printed `driver=` would not parse in an older build.
 #pragma once
 
 #include <optional>
@@ -38,7 +46,13 @@ enum class Overlap { none, shard, chunk };
 enum class Split { d1, d2 };
 enum class DataMode { uniform, hetero };
 enum class Fusion { unfused, fused };
-enum class Engine { thread, inline_, ce, sm };
+/// What drives a plan's communication engine (text key `engine`, see above).
+enum class CommDriver {
+  thread,   // a progress thread of its own, next to the compute thread (CPU, fusion=unfused)
+  inline_,  // the compute thread, between GEMM tiles (CPU, fusion=fused); printed "inline"
+  ce,       // GPU copy engines (cudaMemcpyAsync on a communication stream)
+  sm,       // GPU SMs: copy kernels, or NCCL between processes
+};
 enum class Algo { coll, ring, direct };
 
 struct Schedule {
@@ -47,7 +61,7 @@ struct Schedule {
   Split split = Split::d1;
   DataMode data = DataMode::hetero;
   Fusion fusion = Fusion::unfused;
-  Engine engine = Engine::thread;
+  CommDriver driver = CommDriver::thread;  // text key `engine` (or `driver`)
   Algo algo = Algo::coll;
 
   /// The full string form, every field, e.g. "overlap=none,chunks=1,split=1d,...".
@@ -59,11 +73,13 @@ struct Schedule {
 
   /// Checks that this combination means something for `desc` (validated separately); the
   /// message names the fields and says why, e.g. "overlap=shard moves whole shards: chunks must be 1".
+  /// Whether a particular backend can run it is can_run's answer (cofuse/backend.hpp).
   Status validate_for(const OpDesc& desc) const;
 
   /// Whether communication runs on its own engine next to the GEMM (a progress thread on the
   /// CPU): an overlapped, unfused schedule. Serial and fused schedules use one thread.
-  bool separate_comm_engine() const { return overlap != Overlap::none && fusion == Fusion::unfused; }
+  /// (The execution model's engine rules, src/core/exec_model/engines.hpp, decide it.)
+  bool separate_comm_engine() const;
 
   bool operator==(const Schedule&) const = default;
 };
@@ -81,14 +97,15 @@ struct Preset {
 /// Every preset: serial, shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
 const std::vector<Preset>& presets();
 
-/// Every schedule valid for desc from a grid (chunks in `chunk_counts`), serial first.
+/// Every CPU schedule (engine thread / inline) from a grid (chunks in `chunk_counts`) that the
+/// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)), serial first.
 std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8});
 
 const char* to_string(Overlap v);
 const char* to_string(Split v);
 const char* to_string(DataMode v);
 const char* to_string(Fusion v);
-const char* to_string(Engine v);
+const char* to_string(CommDriver v);
 const char* to_string(Algo v);
 
 }  // namespace cofuse

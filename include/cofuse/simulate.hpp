@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/config.hpp"
 #include "cofuse/op_desc.hpp"
-#include "cofuse/ops.hpp"
+#include "cofuse/run_types.hpp"
 #include "cofuse/plan.hpp"
 #include "cofuse/profile.hpp"
 #include "cofuse/schedule.hpp"
@@ -28,11 +29,11 @@ namespace cofuse {
 struct SimOptions {
   /// Fused schedules: rows of a GEMM between two progress calls, as ExecSettings::tile_rows;
   /// every tile pays the GEMM launch cost, as it does on the CPU.
-  int64_t tile_rows = 64;
+  int64_t tile_rows = config::kTileRows;
   /// Schedules with a progress thread: microseconds between its polls, as ExecSettings::poll_us.
   /// A message that completes while the thread sleeps is noticed on average poll_us / 2 later,
   /// which delays whatever depends on it.
-  int poll_us = 200;
+  int poll_us = config::kPollUs;
 };
 
 /// Where the time goes, for the slowest rank (seconds). G and M are predicted for the serial
@@ -44,7 +45,11 @@ struct SimLosses {
   double serial_s = 0;          // the serial baseline's makespan (G + M)
   double dil_s = 0;             // GEMM time of the schedule's pieces alone - G (launch costs included)
   double cil_s = 0;             // GEMM time in the run - pieces alone: contention
-  double exposed_comm_s = 0;    // makespan - compute-engine busy time
+  double exposed_comm_s = 0;    // makespan - GEMM time in the run: what is not GEMM (communication
+                                // nothing hid, waits, and the schedule's reductions, which the
+                                // baseline's collective does inside M), so makespan = G + DIL +
+                                // CIL + exposed; measured exposed time (RunStats: total_s -
+                                // gemm_s) is the same quantity
   double overhead_s = 0;        // fixed per-task costs (GEMM launches and task overheads) in the run
 };
 
@@ -66,9 +71,20 @@ struct SimResult {
 SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile, const SimOptions& options = {});
 
 /// Lowers (desc, schedule) for every rank and simulates it; also simulates the serial baseline
-/// to fill in losses. desc and schedule must be valid (Error(invalid_argument) otherwise).
+/// to fill in losses (once: for the serial schedule itself the run is its own baseline).
+/// desc, schedule and profile must be valid (Error(invalid_argument) otherwise).
 SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,
                    const SimOptions& options = {});
+
+/// The same, with the serial baseline simulated once by the caller and passed in, for a caller
+/// that predicts many schedules of one op (the planner simulates serial once, not once per
+/// candidate). serial_baseline: simulate(desc, serial_schedule(), profile, options) with the
+/// same desc, profile and options as this call (its plans are checked to be desc's serial plans,
+/// Error(invalid_argument) otherwise; the profile and options cannot be checked and must match,
+/// or the losses compare against another machine). For schedule == serial_schedule() the result
+/// is a copy of serial_baseline, nothing is simulated again.
+SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,
+                   const SimOptions& options, const SimResult& serial_baseline);
 
 /// Seed 000's textbook pipeline, for teaching and quick planning: `chunks` pieces, each costing
 /// compute_s of compute then comm_s of communication (on one link per direction), plus

@@ -10,6 +10,7 @@
 
 #include "cofuse/ops.hpp"
 #include "cofuse/plan.hpp"
+#include "cofuse/trace_json.hpp"
 
 namespace cofuse {
 
@@ -19,12 +20,5 @@ namespace cofuse {
 /// line up to within about half that round trip. Throws Error(io) on rank 0 if the file
 /// cannot be written (other ranks return normally).
 void write_chrome_trace(const std::string& path, const Operation& operation, MPI_Comm comm);
-
-/// The JSON text for events already gathered: `plans[r]` and `times[r]` of rank r, with
-/// times in seconds on a common clock; `origin` becomes timestamp 0. engine_names[e] names the
-/// thread of EngineId e; `clock` says in the file what the timestamps are.
-std::string chrome_trace_json(const std::vector<const Plan*>& plans, const std::vector<std::vector<TaskTime>>& times,
-                              double origin, const std::vector<std::string>& engine_names,
-                              const std::string& clock = "steady clock of rank 0; other ranks aligned by ping-pong");
 
 }  // namespace cofuse

@@ -11,15 +11,19 @@
 
 namespace cofuse::cuda::detail {
 
-inline void check(cudaError_t rc, const char* call) {
+/// Throws Error(device) naming `call` and CUDA's error unless rc is cudaSuccess. where: the
+/// caller's line (leave it defaulted), which the Error reports as where().
+inline void check(cudaError_t rc, const char* call, SourceLocation where = SourceLocation::current()) {
   if (rc != cudaSuccess)
-    throw Error(ErrorCode::device, std::string(call) + " failed: " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
+    throw Error(ErrorCode::device, std::string(call) + " failed: " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")",
+                where);
 }
 
-inline void check(cublasStatus_t rc, const char* call) {
+/// As above, for cuBLASLt.
+inline void check(cublasStatus_t rc, const char* call, SourceLocation where = SourceLocation::current()) {
   if (rc != CUBLAS_STATUS_SUCCESS)
-    throw Error(ErrorCode::device, std::string(call) + " failed: " + cublasLtGetStatusName(rc) + " (" +
-                                       cublasLtGetStatusString(rc) + ")");
+    throw Error(ErrorCode::device,
+                std::string(call) + " failed: " + cublasLtGetStatusName(rc) + " (" + cublasLtGetStatusString(rc) + ")", where);
 }
 
 }  // namespace cofuse::cuda::detail

@@ -1,11 +1,18 @@
 // Group: one rank of an op per process and GPU; NCCL carries out the plan's communication.
 #include <nccl.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cofuse/cuda_nccl.hpp"
 #include "cofuse/ops.hpp"
+#include "core/backend/buffer_check.hpp"
+#include "cpu/comm/comm_state.hpp"
+#include "cpu/comm/failure.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "cpu/exec/call_deadline.hpp"
 #include "cuda/check.hpp"
 #include "cuda/group_common.hpp"
 #include "cuda/program_runner.hpp"
@@ -17,8 +24,8 @@ using cofuse::detail::StreamOpKind;
 
 namespace {
 
-void nccl_check(ncclResult_t rc, const char* call) {
-  if (rc != ncclSuccess) throw Error(ErrorCode::device, std::string(call) + " failed: " + ncclGetErrorString(rc));
+void nccl_check(ncclResult_t rc, const char* call, SourceLocation where = SourceLocation::current()) {
+  if (rc != ncclSuccess) throw Error(ErrorCode::nccl, std::string(call) + " failed: " + ncclGetErrorString(rc), where);
 }
 
 ncclDataType_t nccl_type(DType d) {
@@ -31,44 +38,21 @@ ncclDataType_t nccl_type(DType d) {
   return ncclFloat32;
 }
 
-// NCCL moves contiguous runs of elements; these are the layouts its calls accept.
-std::string nccl_problem(const StreamOp& op) {
-  const std::string what = "'" + op.label + "': ";
-  auto contiguous = [](const View& v) { return v.contiguous(); };
-  switch (op.kind) {
-    case StreamOpKind::send:
-      return contiguous(op.srcs[0].view) ? "" : what + "a strided piece";
-    case StreamOpKind::recv:
-      return contiguous(op.dst.view) ? "" : what + "a strided piece";
-    case StreamOpKind::collective: {
-      const View& x = op.srcs[0].view;
-      const View& z = op.dst.view;
-      if (op.collective == Collective::allgather && !(contiguous(x) && contiguous(z) && op.stride == x.elements()))
-        return what + "ranks' slots are not back to back";
-      if (op.collective == Collective::reduce_scatter && !(contiguous(x) && contiguous(z) && op.stride == z.elements()))
-        return what + "ranks' blocks are not back to back";
-      if (op.collective == Collective::allreduce && !contiguous(z)) return what + "a strided piece";
-      return "";
-    }
-    default: return "";
-  }
-}
-
+// This rank's index among the ranks of its node (collective over comm).
 int node_local_rank(MPI_Comm comm) {
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  using cofuse::detail::mpi_check;
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int rank = 0;
-  MPI_Comm_rank(node, &rank);
+  const int rc = MPI_Comm_rank(node, &rank);
   MPI_Comm_free(&node);
+  mpi_check(rc, "MPI_Comm_rank");
   return rank;
 }
 
-// Every rank learns whether any failed, so that all throw together (never one in NCCL alone).
-void agree_ok(MPI_Comm comm, const std::string& mine, const char* stage) {
-  int bad = mine.empty() ? 0 : 1, any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
-  if (!mine.empty()) throw Error(ErrorCode::invalid_argument, mine);
-  if (any) throw Error(ErrorCode::invalid_argument, std::string("cuda::Group: another rank failed ") + stage);
+// What a rank that did not fail says about one that did.
+std::function<std::string(int)> failed_to(const char* stage) {
+  return [stage](int rank) { return "cuda::Group: rank " + std::to_string(rank) + " failed " + stage; };
 }
 
 class NcclIssuer : public detail::CommIssuer {
@@ -113,49 +97,48 @@ class NcclIssuer : public detail::CommIssuer {
 
 struct Group::Impl {
   OpDesc desc;
+  Settings settings;
   Plan plan;
   ncclComm_t nccl = nullptr;
   std::unique_ptr<NcclIssuer> issuer;
   std::unique_ptr<detail::ProgramRunner> runner;
-  MPI_Comm comm;
+  cofuse::detail::CommState* state = nullptr;  // the CPU path's: duplicate, checked MPI, watchdog
 
-  Impl(const OpDesc& d, MPI_Comm c, const Schedule& s, const Settings& st) : desc(d), comm(c) {
-    agree(d, s, c);  // every rank throws the same Error when they differ
-    int rank = 0, size = 0;
-    MPI_Comm_rank(c, &rank);
-    MPI_Comm_size(c, &size);
-    std::string problem;
+  Impl(const OpDesc& d, MPI_Comm c, const Schedule& s, const Settings& st) : desc(d), settings(st) {
+    state = &cofuse::detail::comm_state(c);  // collective on first use, like agree()
+    agree(d, s, c);                          // every rank throws the same Error when they differ
+    const int rank = state->rank, size = state->size;
+    // NCCL's setup waits for every peer: a dead one would hang it without a deadline.
+    const cofuse::detail::CallDeadline deadline(*state, st.deadline_s, "cuda::Group setup of " + d.to_string(),
+                                                [] { return std::string("setting up (MPI or NCCL)"); });
+    const int local_rank = node_local_rank(state->comm);  // collective: before anything can fail alone
     cofuse::detail::StreamProgram program;
-    try {
-      detail::check_runnable(d, s, st);
-      if (d.ranks != size)
-        throw Error(ErrorCode::invalid_argument, "cuda::Group: desc.ranks=" + std::to_string(d.ranks) + " on a communicator of " +
-                                                     std::to_string(size));
-      if (s.overlap != Overlap::none && s.engine != Engine::sm)
-        throw Error(ErrorCode::invalid_argument, "cuda::Group: schedule " + s.to_string() +
-                                                     ": engine=ce between processes (CUDA IPC or NCCL window copies) is not "
-                                                     "built yet; use engine=sm (NCCL)");
-      plan = lower(d, s, rank);
-      program = cofuse::detail::build_rank_program(plan, st.compute_streams);
-      for (const StreamOp& op : program.ops) {
-        const std::string p = nccl_problem(op);
-        if (!p.empty())
-          throw Error(ErrorCode::invalid_argument, "cuda::Group: schedule " + s.to_string() + ": " + p +
-                                                       ", and NCCL moves contiguous buffers: use data=uniform (packs them) or split=1d");
-      }
-      int devices = 0;
-      detail::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-      detail::check(cudaSetDevice(node_local_rank(c) % devices), "cudaSetDevice");
-    } catch (const Error& e) {
-      cudaGetLastError();
-      problem = "cuda::Group on rank " + std::to_string(rank) + ": " + e.what();
-    }
-    agree_ok(c, problem, "to set up (see its message)");
+    cofuse::detail::run_collectively(
+        state->comm,
+        [&] {
+          try {
+            detail::check_runnable(Backend::cuda_nccl, d, s, st);
+            if (d.ranks != size)
+              throw Error(ErrorCode::invalid_argument, "cuda::Group: desc.ranks=" + std::to_string(d.ranks) +
+                                                           " on a communicator of " + std::to_string(size));
+            plan = lower(d, s, rank);
+            program = cofuse::detail::build_rank_program(plan, st.compute_streams);
+            int devices = 0;
+            detail::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+            if (devices < 1) throw Error(ErrorCode::device, "no CUDA device");
+            detail::check(cudaSetDevice(local_rank % devices), "cudaSetDevice");
+          } catch (const Error& e) {
+            cudaGetLastError();  // clear the error a runtime without a device leaves behind
+            throw Error(e.code(), "cuda::Group on rank " + std::to_string(rank) + ": " + e.what(), e.where());
+          }
+        },
+        failed_to("to set up (see its message)"));
 
     ncclUniqueId id{};
-    if (rank == 0) problem = ncclGetUniqueId(&id) == ncclSuccess ? "" : "ncclGetUniqueId failed";
-    agree_ok(c, problem, "to make an NCCL id");
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c);
+    cofuse::detail::run_collectively(
+        state->comm, [&] { if (rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"); },
+        failed_to("to make an NCCL id"));
+    cofuse::detail::mpi_check(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, state->comm), "MPI_Bcast (NCCL id)");
     nccl_check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
     issuer = std::make_unique<NcclIssuer>(nccl, d.dtype);
     runner = std::make_unique<detail::ProgramRunner>(std::move(program), d.dtype, st, std::vector<int64_t>{plan.work_elements},
@@ -168,8 +151,15 @@ struct Group::Impl {
   }
 
   RunStats run(const OpBuffers& buffers) {
-    const std::string problem = detail::buffer_problem(desc, buffers);
-    agree_ok(comm, problem.empty() ? "" : "cuda::Group::run: " + problem, "its buffer check");
+    const cofuse::detail::CallDeadline deadline(*state, settings.deadline_s,
+                                                desc.to_string() + " schedule " + plan.schedule.to_string() + " (cuda::Group)",
+                                                [] { return std::string("inside NCCL or a CUDA stream"); });
+    // Device memory: pointer arithmetic only, no scan for NaN.
+    const std::string problem = cofuse::detail::buffer_problem(desc, {&buffers, 1});
+    std::optional<Error> failure;
+    if (!problem.empty())
+      failure = Error(ErrorCode::invalid_argument, "cuda::Group::run on rank " + std::to_string(state->rank) + ": " + problem);
+    cofuse::detail::agree_on_failure(state->comm, failure, failed_to("its buffer check"));
     return runner->run({detail::bases_of(desc, plan, runner->work(0), buffers)});
   }
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/exec_model/times.hpp"
 #include "cuda/check.hpp"
 #include "cuda/kernels.hpp"
 
@@ -235,33 +236,20 @@ RunStats ProgramRunner::run(const Bases& bases) {
   return stats;
 }
 
+// Per-operation times from the events, and the group's stats from them by the one time
+// arithmetic the CPU executor and the simulator use (core/exec_model/times.hpp).
 void ProgramRunner::collect_times(RunStats& stats) {
-  const int ranks = program_.ranks;
   times_.assign(program_.ops.size(), {});
-  std::vector<double> gemm_s(static_cast<std::size_t>(ranks), 0.0);
-  std::vector<std::vector<std::pair<double, double>>> comm(static_cast<std::size_t>(ranks));
+  std::vector<TaskTime> spans(program_.ops.size());
   for (std::size_t i = 0; i < program_.ops.size(); ++i) {
     float a = 0, b = 0;
     check(cudaEventElapsedTime(&a, r_->start, r_->op_start[i]), "cudaEventElapsedTime");
     check(cudaEventElapsedTime(&b, r_->start, r_->op_end[i]), "cudaEventElapsedTime");
     const StreamOp& op = program_.ops[i];
-    const int rank = op.stream / program_.streams_per_rank();
     times_[i] = {a * 1e-3, b * 1e-3, cofuse::detail::to_string(op.kind), op.label, op.rank, op.stream};
-    if (op.kind == StreamOpKind::gemm) gemm_s[std::size_t(rank)] += times_[i].end - times_[i].start;
-    else if (op.stream % program_.streams_per_rank() == program_.compute_streams)
-      comm[std::size_t(rank)].push_back({times_[i].start, times_[i].end});
+    spans[i] = {times_[i].start, times_[i].end};
   }
-  for (int r = 0; r < ranks; ++r) {
-    auto& spans = comm[std::size_t(r)];
-    std::sort(spans.begin(), spans.end());
-    double covered = 0, reach = -1e300;
-    for (const auto& [s, e] : spans) {
-      if (e > reach) covered += e - std::max(s, reach);
-      reach = std::max(reach, e);
-    }
-    stats.gemm_s = std::max(stats.gemm_s, gemm_s[std::size_t(r)]);
-    stats.comm_s = std::max(stats.comm_s, covered);
-  }
+  stats = cofuse::detail::stream_program_stats(program_, spans, stats.total_s);
 }
 
 }  // namespace cofuse::cuda::detail

@@ -13,7 +13,7 @@
 
 #include "cofuse/cuda.hpp"
 #include "cuda/lt_gemm.hpp"
-#include "exec/stream_program.hpp"
+#include "core/stream/stream_program.hpp"
 
 namespace cofuse::cuda::detail {
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "cofuse/backend.hpp"
 #include "cofuse/cuda_nccl.hpp"
 #include "support/local_reference.hpp"
 
@@ -67,7 +68,7 @@ void every_op_matches_the_reference(int rank, int size, uint64_t seed) {
       for (const char* text : kSchedules) {
         const OpDesc d{kind, 24 * size, 40 * size, 56 * size, t, false, true, axis, size};
         const Schedule s = *Schedule::parse(text);
-        if (!s.validate_for(d).ok()) continue;
+        if (!can_run(Backend::cuda_nccl, d, s).ok()) continue;  // refusals: refuses_what_it_cannot_run
         const uint64_t case_seed = seed + uint64_t(checked++);
         std::vector<testing_support::Buffers> host = testing_support::make_inputs(d, {}, case_seed);
         testing_support::Buffers& mine = host[std::size_t(rank)];

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/config.hpp"
+
 namespace cofuse::test {
 
 inline int world_rank() {
@@ -29,8 +31,8 @@ inline uint64_t run_seed() {
   static const uint64_t seed = [] {
     uint64_t value = 0;
     if (world_rank() == 0) {
-      const char* fixed = std::getenv("COFUSE_TEST_SEED");
-      value = fixed ? std::strtoull(fixed, nullptr, 10) : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+      const auto fixed = cofuse::config::test_seed().value;
+      value = fixed ? *fixed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     }
     MPI_Bcast(&value, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     return value;

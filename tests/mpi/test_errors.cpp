@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "cpu/comm/failure.hpp"
 #include "mpi_test_util.hpp"
 
 namespace cofuse {
@@ -196,6 +199,35 @@ TEST(Reference, DetectsCorruption) {
   CheckResult bad_gather = check_against_reference(d, buffers, MPI_COMM_WORLD);
   EXPECT_FALSE(bad_gather.gathered_ok);
   EXPECT_FALSE(bad_gather.passed());
+}
+
+// The one helper behind "every rank learns of a failure": the failing rank keeps its own Error,
+// every other rank throws one with the same code naming the failing rank; nobody hangs.
+TEST(FailureAgreement, EveryRankThrowsWhenOneFails) {
+  const int rank = test::world_rank(), culprit = test::world_size() - 1;
+  auto elsewhere = [](int r) { return "step: rank " + std::to_string(r) + " failed"; };
+  std::optional<Error> failure;
+  if (rank == culprit) failure = Error(ErrorCode::io, "step: cannot write on rank " + std::to_string(rank));
+  const std::string message =
+      error_of([&] { detail::agree_on_failure(MPI_COMM_WORLD, failure, elsewhere); }, ErrorCode::io);
+  if (rank == culprit) EXPECT_EQ(message, "step: cannot write on rank " + std::to_string(rank));
+  else EXPECT_EQ(message, "step: rank " + std::to_string(culprit) + " failed");
+  // Nobody failed: it returns everywhere.
+  EXPECT_EQ(error_of([&] { detail::agree_on_failure(MPI_COMM_WORLD, std::nullopt, elsewhere); }, ErrorCode::ok), "");
+}
+
+TEST(FailureAgreement, RunCollectivelyCatchesWhatAStepThrows) {
+  const int rank = test::world_rank();
+  auto elsewhere = [](int r) { return "rank " + std::to_string(r) + " failed"; };
+  // Every rank but 0 throws a plain exception: the highest is named, as internal, everywhere.
+  const std::string message = error_of(
+      [&] {
+        detail::run_collectively(MPI_COMM_WORLD, [&] { if (rank > 0) throw std::runtime_error("boom"); }, elsewhere);
+      },
+      ErrorCode::internal);
+  if (test::world_size() == 1) EXPECT_EQ(message, "");
+  else if (rank == 0) EXPECT_EQ(message, "rank " + std::to_string(test::world_size() - 1) + " failed");
+  else EXPECT_EQ(message, "boom");
 }
 
 }  // namespace

@@ -240,6 +240,24 @@ double loss(MlpBlock& mlp, const MlpConfig& c, const std::vector<char>& x, const
   return total;
 }
 
+TEST(Layers, PlanWithTheCacheTheCallerGives) {
+  const int p = test::world_size();
+  LinearConfig cfg;
+  cfg.tokens = 4 * p;
+  cfg.in_features = 4 * p;
+  cfg.out_features = 4 * p;
+  cfg.sequence_parallel = true;  // fprop (ag_gemm) and dgrad (gemm_rs) are planned
+  cfg.profile = "this-host-shm";
+  PlannerCache cache;
+  cfg.planner_cache = &cache;
+  { ColumnParallelLinear first(cfg, MPI_COMM_WORLD); }
+  const std::size_t questions = cache.size();
+  EXPECT_EQ(questions, 2u);
+  // A second layer of the same shape asks the same questions: answered from the cache.
+  ColumnParallelLinear again(cfg, MPI_COMM_WORLD);
+  EXPECT_EQ(cache.size(), questions);
+}
+
 TEST(Mlp, ForwardAndBackwardMatchTheReferenceAndFiniteDifferences) {
   const uint64_t seed = test::run_seed() + 1000;
   const int p = test::world_size(), r = test::world_rank();

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
-#include "comm/comm_state.hpp"
+#include "core/exec_model/times.hpp"
+#include "cpu/comm/comm_state.hpp"
 #include "mpi_test_util.hpp"
 
 namespace cofuse {
@@ -127,6 +128,13 @@ TEST(OperationReuse, RepeatedCallsAreBitwiseIdentical) {
   EXPECT_GT(stats.comm_s, 0);
   EXPECT_GE(stats.total_s, stats.gemm_s);
   EXPECT_GE(stats.total_s, stats.comm_s);
+  EXPECT_GE(stats.busy_s, stats.gemm_s);  // busy: GEMMs and the reductions
+  EXPECT_GE(stats.total_s, stats.busy_s);
+  // The executor's stats are the one time arithmetic's (core/exec_model/times.hpp) of its tasks.
+  const detail::TimeBreakdown times = detail::breakdown(operation.plan(), operation.task_times(), stats.total_s);
+  EXPECT_EQ(times.gemm_s, stats.gemm_s);
+  EXPECT_EQ(times.compute_busy_s, stats.busy_s);
+  EXPECT_EQ(times.comm_s, stats.comm_s);
   for (int i = 0; i < 5; ++i) {
     operation.execute({a.data(), b.data(), again.data(), nullptr});
     EXPECT_EQ(first, again) << "call " << i;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "cofuse/random.hpp"
-#include "common/half.hpp"
+#include "core/common/half.hpp"
 
 namespace cofuse::testing_support {
 

@@ -5,10 +5,10 @@
 #include <fstream>
 #include <string>
 
-#include "bench_sweep.hpp"
+#include "measure/bench_sweep.hpp"
 #include "cofuse/status.hpp"
 
-namespace cofuse::cli {
+namespace cofuse::measure {
 namespace {
 
 std::string message_of(const std::function<void()>& f) {
@@ -130,4 +130,4 @@ TEST_F(SweepFile, MalformedFilesNameTheProblem) {
 }
 
 }  // namespace
-}  // namespace cofuse::cli
+}  // namespace cofuse::measure

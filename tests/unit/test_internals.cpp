@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "comm/agreement.hpp"
-#include "common/half.hpp"
-#include "timing.hpp"
+#include "cpu/comm/agreement.hpp"
+#include "core/common/half.hpp"
+#include "measure/timing.hpp"
 
 namespace cofuse {
 namespace {
@@ -39,12 +39,12 @@ TEST(FormatRanks, CompressesRuns) {
 }
 
 TEST(Summarize, MedianMinMax) {
-  const cli::Summary odd = cli::summarize({5, 1, 3});
+  const measure::Summary odd = measure::summarize({5, 1, 3});
   EXPECT_DOUBLE_EQ(odd.median, 3);
   EXPECT_DOUBLE_EQ(odd.min, 1);
   EXPECT_DOUBLE_EQ(odd.max, 5);
-  EXPECT_DOUBLE_EQ(cli::summarize({4, 1, 3, 2}).median, 2.5);
-  EXPECT_DOUBLE_EQ(cli::summarize({}).median, 0);
+  EXPECT_DOUBLE_EQ(measure::summarize({4, 1, 3, 2}).median, 2.5);
+  EXPECT_DOUBLE_EQ(measure::summarize({}).median, 0);
 }
 
 }  // namespace

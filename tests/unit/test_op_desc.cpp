@@ -6,7 +6,7 @@
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/random.hpp"
-#include "common/half.hpp"
+#include "core/common/half.hpp"
 
 namespace cofuse {
 namespace {

@@ -1,10 +1,12 @@
 // The planner on machine profiles made up for the purpose (no MPI, no machine): it chooses what
 // the simulator predicts fastest, falls back to serial unless overlap wins by the margin,
-// explains itself, and answers a repeated question from its cache.
+// explains itself, and answers a repeated question from the cache its caller owns.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "cofuse/planner.hpp"
 
@@ -61,27 +63,57 @@ TEST(Planner, FallsBackToSerialUnlessOverlapWinsByTheMargin) {
 }
 
 TEST(Planner, RepeatedQuestionsComeFromTheCache) {
-  OpDesc d = layer();
-  d.m = 2048;  // a question no other test asked
+  const OpDesc d = layer();
   const MachineProfile p = profile(2.0, 0.9);
+  PlannerCache cache;  // the test's own: no other test's questions are in it
   // Whether the answer came from the cache is said by the planner itself, not inferred from
   // the wall clock (which a busy machine can make say anything).
-  const PlanChoice first = choose_schedule(d, p);
+  const PlanChoice first = choose_schedule(d, p, {}, &cache);
   EXPECT_FALSE(first.from_cache);
-  const PlanChoice again = choose_schedule(d, p);
+  EXPECT_EQ(cache.size(), 1u);
+  const PlanChoice again = choose_schedule(d, p, {}, &cache);
   EXPECT_TRUE(again.from_cache) << "a lookup, not a second round of simulations";
   EXPECT_EQ(first.schedule, again.schedule);
   EXPECT_EQ(first.candidates.size(), again.candidates.size());
+  EXPECT_EQ(first.why, again.why);
   // Any change to the question is a new question: another profile, another margin, another poll.
   MachineProfile slower = p;
   slower.network.bandwidth_GBps = 1.0;
-  EXPECT_FALSE(choose_schedule(d, slower).from_cache);
+  EXPECT_FALSE(choose_schedule(d, slower, {}, &cache).from_cache);
   PlannerOptions other;
   other.margin = 0.2;
-  EXPECT_FALSE(choose_schedule(d, p, other).from_cache);
+  EXPECT_FALSE(choose_schedule(d, p, other, &cache).from_cache);
   other = {};
   other.sim.poll_us = 50;
-  EXPECT_FALSE(choose_schedule(d, p, other).from_cache);
+  EXPECT_FALSE(choose_schedule(d, p, other, &cache).from_cache);
+  EXPECT_EQ(cache.size(), 4u);
+  // Without a cache nothing is kept: the same question simulates again.
+  EXPECT_FALSE(choose_schedule(d, p).from_cache);
+  EXPECT_FALSE(choose_schedule(d, p).from_cache);
+  // Another cache knows none of these; a cleared one forgets them.
+  PlannerCache other_cache;
+  EXPECT_FALSE(choose_schedule(d, p, {}, &other_cache).from_cache);
+  cache.clear();
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_FALSE(choose_schedule(d, p, {}, &cache).from_cache);
+  EXPECT_TRUE(choose_schedule(d, p, {}, &cache).from_cache);
+}
+
+TEST(Planner, ACacheSharedByThreadsKeepsOneAnswerPerQuestion) {
+  const MachineProfile p = profile(2.0, 0.9);
+  PlannerCache cache;
+  std::vector<std::thread> threads;
+  std::vector<PlanChoice> answers(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      OpDesc d = layer();
+      d.m = 1024 * (1 + t % 2);  // two questions, each asked by two threads
+      answers[std::size_t(t)] = choose_schedule(d, p, {}, &cache);
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(answers[0].schedule, answers[2].schedule);
+  EXPECT_EQ(answers[1].schedule, answers[3].schedule);
 }
 
 TEST(Planner, SeedHeuristicsFollowTheirRules) {
@@ -96,7 +128,7 @@ TEST(Planner, SeedHeuristicsFollowTheirRules) {
   d.k = 512;
   h = seed_heuristic_schedule(d, profile(1.0, 1.0));
   EXPECT_EQ(h.schedule.fusion, Fusion::fused);
-  EXPECT_EQ(h.schedule.engine, Engine::inline_);
+  EXPECT_EQ(h.schedule.driver, CommDriver::inline_);
   EXPECT_TRUE(h.schedule.validate_for(d).ok());
 }
 

@@ -8,7 +8,7 @@
 
 #include "cofuse/profile.hpp"
 #include "cofuse/simulate.hpp"
-#include "sim/engine.hpp"
+#include "model/sim/event_sim.hpp"
 
 namespace cofuse {
 namespace {
@@ -99,7 +99,7 @@ TEST(Simulator, ContentionRetimesBothTasksWhenOverlapStartsAndEnds) {
   //   then the GEMM runs alone: 6 s left -> ends at t = 14.
   std::vector<Plan> plans = {plan_of(0, {compute(10), message(TaskKind::send, 1, 0, 4)}),
                              plan_of(1, {message(TaskKind::recv, 0, 0, 4)})};
-  const SimResult r = detail::run_engine(plans, FakeCosts(2, 1.0, 0.5, 0.5));
+  const SimResult r = detail::run_event_sim(plans, FakeCosts(2, 1.0, 0.5, 0.5));
   EXPECT_NEAR(r.times[0][1].end, 8, kEps);
   EXPECT_NEAR(r.times[1][0].end, 8, kEps);
   EXPECT_NEAR(r.times[0][0].end, 14, kEps);
@@ -115,7 +115,7 @@ TEST(Simulator, FlowsShareALinkAndSpeedUpWhenOneEnds) {
   std::vector<Plan> plans = {plan_of(0, {message(TaskKind::send, 1, 0, 2)}),
                              plan_of(1, {message(TaskKind::recv, 0, 0, 2), message(TaskKind::recv, 2, 0, 6)}),
                              plan_of(2, {message(TaskKind::send, 1, 0, 6)})};
-  const SimResult r = detail::run_engine(plans, FakeCosts(3, 1.0));
+  const SimResult r = detail::run_event_sim(plans, FakeCosts(3, 1.0));
   EXPECT_NEAR(r.times[0][0].end, 4, kEps);
   EXPECT_NEAR(r.times[2][0].end, 8, kEps);
 }
@@ -125,7 +125,7 @@ TEST(Simulator, MessagesBetweenOnePairGoInOrder) {
   // alone (ends at t = 2) and the second follows (ends at t = 8).
   std::vector<Plan> plans = {plan_of(0, {message(TaskKind::send, 1, 0, 2), message(TaskKind::send, 1, 1, 6)}),
                              plan_of(1, {message(TaskKind::recv, 0, 0, 2), message(TaskKind::recv, 0, 1, 6)})};
-  const SimResult r = detail::run_engine(plans, FakeCosts(2, 1.0));
+  const SimResult r = detail::run_event_sim(plans, FakeCosts(2, 1.0));
   EXPECT_NEAR(r.times[0][0].end, 2, kEps);
   EXPECT_NEAR(r.times[0][1].end, 8, kEps);
 }
@@ -140,7 +140,7 @@ TEST(Simulator, RingOfThreeRanks) {
   for (int r = 0; r < 3; ++r)
     plans.push_back(plan_of(r, {compute(r + 1.0), message(TaskKind::send, (r + 1) % 3, 7, 3, {0}),
                                 message(TaskKind::recv, (r + 2) % 3, 7, 3), compute(1.0, {2})}));
-  const SimResult r = detail::run_engine(plans, FakeCosts(3, 1.0));
+  const SimResult r = detail::run_event_sim(plans, FakeCosts(3, 1.0));
   EXPECT_NEAR(r.times[0][3].start, 6, kEps);
   EXPECT_NEAR(r.times[0][3].end, 7, kEps);
   EXPECT_NEAR(r.times[1][3].end, 5, kEps);
@@ -154,7 +154,7 @@ TEST(Simulator, ComputeEngineRunsItsTasksInPlanOrder) {
   // as on the CPU executor, runs after the second.
   std::vector<Plan> plans = {plan_of(0, {message(TaskKind::recv, 1, 0, 5), compute(1, {0}), compute(1)}),
                              plan_of(1, {message(TaskKind::send, 0, 0, 5)})};
-  const SimResult r = detail::run_engine(plans, FakeCosts(2, 1.0));
+  const SimResult r = detail::run_event_sim(plans, FakeCosts(2, 1.0));
   EXPECT_NEAR(r.times[0][1].start, 5, kEps);
   EXPECT_NEAR(r.times[0][2].start, 6, kEps);
 }
@@ -162,7 +162,7 @@ TEST(Simulator, ComputeEngineRunsItsTasksInPlanOrder) {
 TEST(Simulator, ADeadlockIsAnErrorNamingTheWaitingTask) {
   std::vector<Plan> plans = {plan_of(0, {message(TaskKind::recv, 1, 0, 1)}), plan_of(1, {message(TaskKind::recv, 0, 0, 1)})};
   try {
-    detail::run_engine(plans, FakeCosts(2, 1.0));
+    detail::run_event_sim(plans, FakeCosts(2, 1.0));
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();

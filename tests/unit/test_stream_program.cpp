@@ -27,9 +27,9 @@
 
 #include "cofuse/plan.hpp"
 #include "cofuse/reference.hpp"
-#include "compute/gemm.hpp"
-#include "exec/stream_program.hpp"
-#include "exec/view_ops.hpp"
+#include "cpu/compute/gemm.hpp"
+#include "core/stream/stream_program.hpp"
+#include "core/stream/view_ops.hpp"
 #include "support/local_reference.hpp"
 
 namespace cofuse {

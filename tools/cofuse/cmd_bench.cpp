@@ -1,5 +1,5 @@
 // `cofuse bench`: a sweep of cases (ops x shapes x dtypes x schedules), each measured against
-// the baselines a user would otherwise pick (bench_measure.hpp), printed as a table, written
+// the baselines a user would otherwise pick (measure/bench_measure.hpp), printed as a table, written
 // as JSON Lines records (and CSV) that say what ran, where and on what.
 //
 // Flow: parse and expand the sweep (no MPI: usage errors never need mpirun) -> MPI -> ranks
@@ -15,16 +15,17 @@
 #include <iostream>
 #include <sstream>
 
-#include "bench_measure.hpp"
-#include "bench_record.hpp"
-#include "bench_sweep.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/bench_measure.hpp"
+#include "measure/bench_record.hpp"
+#include "measure/bench_sweep.hpp"
+#include "measure/op_data.hpp"
+#include "measure/text.hpp"
 #include "mpi_command.hpp"
-#include "op_data.hpp"
 #include "op_options.hpp"
 #include "progress.hpp"
-#include "text.hpp"
 
 namespace cofuse::cli {
 
@@ -51,110 +52,6 @@ std::vector<BenchCase> cases_of(const BenchArgs& args) {
     spec.m = size_range(args.m_begin, args.m_end > 0 ? args.m_end : args.m_begin, args.m_factor, args.m_step);
   spec.schedules = args.schedules;
   return args.sweep_file.empty() ? expand(spec) : load_sweep_file(args.sweep_file, spec);
-}
-
-// The cofuse schedules of a case; "presets" and "all" keep those valid for the op, a list must
-// be valid as given. Serial is always measured as a baseline, so it is left out here.
-std::vector<Schedule> schedules_of(const BenchCase& c, const OpDesc& d, const std::string& where) {
-  std::vector<Schedule> candidates;
-  if (c.schedules == "all") {
-    candidates = enumerate_schedules(d);
-  } else if (c.schedules == "presets") {
-    for (const Preset& p : presets())
-      if (p.schedule.validate_for(d).ok()) candidates.push_back(p.schedule);
-  } else {
-    for (const std::string& item : split_list(c.schedules, ';')) {
-      const Schedule s = *Schedule::parse(item);
-      if (const Status st = s.validate_for(d); !st.ok())
-        throw Error(ErrorCode::invalid_argument, where + ": schedule '" + item + "': " + st.message());
-      candidates.push_back(s);
-    }
-  }
-  std::vector<Schedule> out;
-  for (const Schedule& s : candidates)
-    if (s.overlap != Overlap::none && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-  return out;
-}
-
-std::string layer_of(const OpDesc& d) {
-  switch (d.op) {
-    case OpKind::ag_gemm:
-      return d.axis == Axis::m ? "column-parallel linear, forward (sequence-parallel input gathered)"
-                               : "column-parallel linear, weight gradient (activations gathered over K)";
-    case OpKind::gemm_rs: return "row-parallel linear, forward, sequence parallel (output reduce-scattered)";
-    case OpKind::gemm_ar: return "row-parallel linear, forward (output all-reduced)";
-  }
-  return "";
-}
-
-nlohmann::ordered_json summary_ms(const Summary& s) {
-  return {{"median", s.median * 1e3}, {"min", s.min * 1e3}, {"max", s.max * 1e3}};
-}
-
-struct RunContext {
-  const BenchArgs& args;
-  nlohmann::ordered_json machine, versions, run;
-};
-
-// One record per measured variant; every record carries the case's baselines, so a line of the
-// file stands on its own.
-nlohmann::ordered_json record_of(const RunContext& ctx, const BenchCase& c, int index, const CaseResult& r,
-                         const VariantResult& v) {
-  const OpDesc& d = r.desc;
-  const CommSize cs = comm_size(d);
-  const double G = r.gemm_alone.median, M = r.comm_alone.median, T = v.total.median;
-  const double algbw = M > 0 ? cs.bytes / M * 1e-9 : 0;
-  nlohmann::ordered_json metrics = {
-      {"speedup_vs_serial", r.serial().total.median / T},
-      {"speedup_vs_naive", r.naive().total.median / T},
-      {"overlap_efficiency", std::max(G, M) / T},
-      {"ideal_ms", std::max(G, M) * 1e3},
-      {"serial_sum_ms", (G + M) * 1e3},
-      {"gemm_in_run_ms", v.gemm.median * 1e3},
-      {"exposed_ms", (T - v.gemm.median) * 1e3},
-  };
-  if (v.chunks_alone_s) {
-    metrics["gemm_pieces_alone_ms"] = *v.chunks_alone_s * 1e3;
-    metrics["dil_ms"] = (*v.chunks_alone_s - r.gemm_alone_dil_s) * 1e3;
-    metrics["cil_ms"] = (v.gemm.median - *v.chunks_alone_s) * 1e3;
-  } else {
-    metrics["dil_ms"] = nullptr;
-    metrics["cil_ms"] = nullptr;
-  }
-  if (v.comm_alone_s) {
-    metrics["own_comm_alone_ms"] = *v.comm_alone_s * 1e3;
-    metrics["own_overlap_efficiency"] = std::max(G, *v.comm_alone_s) / T;
-    metrics["own_comm_cpu_ms"] = *v.comm_alone_cpu_s * 1e3;
-  } else {
-    metrics["own_comm_alone_ms"] = nullptr;
-    metrics["own_overlap_efficiency"] = nullptr;
-    metrics["own_comm_cpu_ms"] = nullptr;
-  }
-  return {
-      {"schema", kRecordSchema},
-      {"run", ctx.run},
-      {"case", {{"index", index}, {"label", c.label}, {"op", to_string(d.op)}, {"m", d.m}, {"n", d.n}, {"k", d.k},
-                {"dtype", to_string(d.dtype)}, {"axis", to_string(d.axis)}, {"trans_a", d.trans_a},
-                {"trans_b", d.trans_b}, {"ranks", d.ranks}, {"layer", layer_of(d)}, {"flops", d.flops()},
-                {"seed", r.seed}}},
-      {"variant", v.kind},
-      {"schedule", v.schedule},
-      {"schedule_name", v.name},
-      {"times_ms", {{"total", summary_ms(v.total)}, {"gemm", summary_ms(v.gemm)},
-                    {"comm", v.kind == "cofuse" || v.kind == "serial" ? summary_ms(v.comm) : nlohmann::ordered_json(nullptr)}}},
-      {"baselines_ms", {{"gemm_alone", summary_ms(r.gemm_alone)}, {"comm_alone", summary_ms(r.comm_alone)},
-                        {"comm_alone_cpu", r.comm_alone_cpu_s * 1e3},
-                        {"serial", summary_ms(r.serial().total)}, {"naive", summary_ms(r.naive().total)}}},
-      {"metrics", metrics},
-      {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_GBps", algbw},
-                {"busbw_GBps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}}},
-      {"workspace_bytes", v.workspace_bytes},
-      {"error", {{"rel_error", v.check.rel_error}, {"tolerance", v.check.tolerance}, {"worst_rank", v.check.worst_rank},
-                 {"gathered_ok", v.check.gathered_ok}, {"passed", v.check.passed()}}},
-      {"trace", v.trace_file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v.trace_file)},
-      {"machine", ctx.machine},
-      {"versions", ctx.versions},
-  };
 }
 
 void print_case(std::ostream& o, const BenchCase& c, int index, int count, const CaseResult& r, const LinkProbe& link) {
@@ -206,9 +103,7 @@ void print_case(std::ostream& o, const BenchCase& c, int index, int count, const
 }
 
 int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = detail::comm_rank(MPI_COMM_WORLD), size = detail::comm_size(MPI_COMM_WORLD);
 
   // The whole sweep must be the same on every rank, or the ranks would run different collectives.
   std::ostringstream digest;
@@ -220,20 +115,11 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
                 {"traces", !args.trace_dir.empty()}, {"seed given", !args.seed.empty()},
                 {"poll us", args.settings.poll_us}, {"tile rows", args.settings.tile_rows}});
 
-  // Validate everything before measuring anything: a sweep must not fail after an hour.
-  std::vector<OpDesc> descs;
-  std::vector<std::vector<Schedule>> schedules;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const OpDesc d = cases[i].desc(size);
-    const std::string where = "case " + std::to_string(i + 1) + " (" + d.to_string() + ")";
-    if (const Status st = d.validate(); !st.ok()) throw Error(ErrorCode::invalid_argument, where + ": " + st.message());
-    descs.push_back(d);
-    schedules.push_back(schedules_of(cases[i], d, where));
-  }
+  const std::vector<PreparedCase> prepared = prepare_cases(cases, size);
 
   // Output files: opened (and so checked) before the first case; every rank learns the outcome.
   std::ofstream records;
-  int opened = 1;
+  bool opened = true;
   if (rank == 0) {
     try {
       if (!args.trace_dir.empty()) std::filesystem::create_directories(args.trace_dir);
@@ -244,15 +130,14 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
       if (!args.csv.empty() && !std::ofstream(args.csv)) throw Error(ErrorCode::io, "cannot write " + args.csv);
     } catch (const std::exception& e) {
       std::cerr << "cofuse bench: error: " << e.what() << std::endl;
-      opened = 0;
+      opened = false;
     }
   }
-  MPI_Bcast(&opened, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!opened) return 1;
+  if (!ok_everywhere(opened)) return 1;
 
   const uint64_t seed = agree_seed(args.seed);
   const LinkProbe link = probe_link(MPI_COMM_WORLD, args.link);
-  RunContext ctx{args, machine_json(MPI_COMM_WORLD, link), versions_json(),
+  RecordContext ctx{machine_json(MPI_COMM_WORLD, link), versions_json(),
                  {{"started", utc_now()}, {"command", args.command_line}, {"seed", seed}, {"iters", args.iters},
                   {"warmup", args.warmup}, {"naive_chunks", args.naive_chunks}, {"poll_us", args.settings.poll_us},
                   {"tile_rows", args.settings.tile_rows},
@@ -278,16 +163,16 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
     settings.naive_chunks = args.naive_chunks;
     settings.exec = args.settings;
     if (!args.trace_dir.empty()) settings.trace_prefix = args.trace_dir + "/case" + std::to_string(i + 1);
-    const std::string what = descs[i].to_string();
+    const std::string what = prepared[i].desc.to_string();
     progress.update(int(i), 0, what);
-    const CaseResult r = measure_case(descs[i], schedules[i], seed + i, settings,
+    const CaseResult r = measure_case(prepared[i].desc, prepared[i].schedules, seed + i, settings,
                                       [&](double fraction) { progress.update(int(i), fraction, what); });
     progress.update(int(i) + 1, 0, what);
     for (const VariantResult& v : r.variants) all_passed = all_passed && v.check.passed();
     if (rank != 0) continue;
     progress.finish();
     for (const VariantResult& v : r.variants) {
-      all.push_back(record_of(ctx, cases[i], int(i), r, v));
+      all.push_back(case_record(ctx, cases[i], int(i), r, v));
       // Invalid UTF-8 (in a label, say) is replaced rather than allowed to abort the sweep.
       const std::string line = all.back().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       if (records.is_open()) records << line << "\n";
@@ -374,10 +259,7 @@ std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv) {
   b->add_flag("--quiet", args->quiet, "No progress on stderr");
   b->add_flag("--json", args->json, "Print the records (JSON Lines) on stdout instead of tables");
   return [args] {
-    if (args->link.empty()) {
-      const char* env = std::getenv("COFUSE_LINK");
-      args->link = env && *env ? env : "not described (pass --link or set COFUSE_LINK)";
-    }
+    args->link = config::link(args->link).value;
     return bench_command(*args);
   };
 }

@@ -18,7 +18,7 @@ struct PlanArgs {
   std::string rank = "0";
   std::string schedule = "serial";
   bool list = false;
-  std::string profile = "this-host-tcp-2gbit";
+  std::string profile;  // "" = config::profile()'s rule
   std::string db;
   int top = 12;
   bool json = false;
@@ -26,7 +26,7 @@ struct PlanArgs {
 
 // --schedule auto: the planner's cost table, its choice, why; and seed 001's heuristic pick.
 int auto_plan(const PlanArgs& args, const OpDesc& d) {
-  const MachineProfile profile = load_profile(args.profile);
+  const MachineProfile profile = load_profile(config::profile(args.profile).value);
   PlannerOptions options;
   options.tuning_db = args.db;
   const PlanChoice c = choose_schedule(d, profile, options);
@@ -125,8 +125,9 @@ std::function<int()> add_plan_command(CLI::App& app) {
                    "A schedule or preset, or 'auto': the planner's cost table, choice and reasons on --profile")
       ->check(schedule_validator(true))
       ->capture_default_str();
-  plan->add_option("--profile", args->profile, "With --schedule auto: the machine profile to plan for (a name or a file)")
-      ->capture_default_str();
+  plan->add_option("--profile", args->profile,
+                   "With --schedule auto: the machine profile to plan for (a name or a file; default $COFUSE_PROFILE, "
+                   "else " + std::string(config::kProfile) + "; cofuse config shows it)");
   plan->add_option("--top", args->top, "With --schedule auto: candidates to list (serial and the choice always)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

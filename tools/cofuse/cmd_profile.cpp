@@ -4,263 +4,37 @@
 // table makes unused; `sources` says which is which, how, where and when.
 //
 // Flow: parse (no MPI) -> MPI -> at least 2 ranks -> ranks agree on the options -> rank 0 checks
-// it can write --out -> measurements (profile_measure.hpp), each collective -> rank 0 builds the
-// profile, validates it, checks it reads back identically, writes it.
+// it can write --out -> measurements (measure/profile_machine.hpp), each collective -> rank 0
+// builds the profile, validates it, checks it reads back identically, writes it.
 #include <mpi.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <iomanip>
 #include <iostream>
-#include <sstream>
 
-#include "bench_record.hpp"
-#include "cofuse/build_info.hpp"
 #include "cofuse/cofuse.hpp"
 #include "cofuse/profile.hpp"
 #include "commands.hpp"
-#include "profile_measure.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/bench_record.hpp"
+#include "measure/op_data.hpp"
+#include "measure/profile_machine.hpp"
+#include "measure/text.hpp"
+#include "mpi_command.hpp"
 #include "progress.hpp"
-#include "text.hpp"
 
 namespace cofuse::cli {
 
 namespace {
 
+using detail::mpi_check;
+
 struct ProfileArgs {
-  std::string out, name = "this-host", link, topology = "switch", note;
-  bool quick = false, quiet = false;
-};
-
-// Thrown identically on every rank (a decision all ranks take from the same agreed data), so
-// the message is printed once and the job ends without MPI_Abort.
-struct SameEverywhere : Error {
-  using Error::Error;
-};
-
-// Rank 0: refuses early, before any measuring, when --out cannot be written.
-std::string output_problem(const std::string& out) {
-  namespace fs = std::filesystem;
-  const fs::path path(out);
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return "cannot write " + out + ": directory " + dir.string() + " does not exist";
-  if (fs::is_directory(path, ec)) return "cannot write " + out + ": it is a directory";
-  if (access(dir.c_str(), W_OK) != 0) return "cannot write " + out + ": directory " + dir.string() + " is not writable";
-  if (fs::exists(path, ec) && access(path.c_str(), W_OK) != 0) return "cannot write " + out + ": the file is not writable";
-  return "";
-}
-
-// Writes beside the target and renames, so a failed write never leaves half a profile behind.
-void write_file(const std::string& out, const std::string& text) {
-  const std::string temporary = out + ".partial";
-  {
-    std::ofstream file(temporary);
-    file << text;
-    file.close();
-    if (!file) throw Error(ErrorCode::io, "cannot write " + temporary);
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, out, ec);
-  if (ec) throw Error(ErrorCode::io, "cannot rename " + temporary + " to " + out + ": " + ec.message());
-}
-
-// Everything the measurements found, as every rank has it.
-struct Measured {
-  ComputeResult compute;
-  NetworkResult network;
-  ContentionResult contention;
-  int task_reps = 0;
-  double task_overhead_s = 0;
-};
-
-// Progress steps, weighted by how long each part takes (the GEMM grid most), so the time left
-// shown is about right.
-constexpr int kComputeSteps = 7, kNetworkSteps = 2, kContentionSteps = 1;
-constexpr int kSteps = kComputeSteps + kNetworkSteps + kContentionSteps;
-
-Measured measure(MPI_Comm comm, const ProfileArgs& args, Progress& progress) {
-  const ProfileEffort effort{args.quick};
-  Measured m;
-  int done = 0;
-  auto within = [&](int steps, const std::string& what) {
-    // Never a whole step from inside a part: a log (not a terminal) lists finished parts only.
-    return [&progress, &done, steps, what](double f, const std::string& now) {
-      const double at = std::min(f, 0.999) * steps;
-      progress.update(done + int(at), std::max(at - int(at), 1e-6), what + ": " + now);
-    };
-  };
-  m.compute = measure_compute(comm, effort, within(kComputeSteps, "compute"));
-  done += kComputeSteps;
-  progress.update(done, 0, "compute: " + std::to_string(m.compute.grid.size()) + " GEMM shapes, dgemm, memcpy, BLAS call");
-  // The executor's default polling interval: the simulator's default assumes the same.
-  m.network = measure_network(comm, effort, SimOptions{}.poll_us, within(kNetworkSteps, "network"));
-  done += kNetworkSteps;
-  progress.update(done, 0, "network: ping-pong, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce");
-  m.contention = measure_contention(comm, effort, within(kContentionSteps, "contention"));
-  m.task_reps = args.quick ? 200 : 2000;
-  m.task_overhead_s = measure_task_overhead_s(comm, m.task_reps);
-  done += kContentionSteps;
-  progress.update(done, 0, "contention (GEMM beside communication) and task overhead");
-  if (!(m.contention.exchange_alone_s > 0 && m.contention.exchange_busy_s > 0))
-    throw SameEverywhere(ErrorCode::invalid_argument,
-                         "no 4 MiB exchange between ranks 0 and 1 finished within the contention measurement's time "
-                         "limit; the link is too slow to profile");
-  return m;
-}
-
-// What `sources` says about each number: how, where, when and with which cofuse.
-class Sourcer {
- public:
-  Sourcer(std::string hosts, std::string date) : hosts_(std::move(hosts)), date_(std::move(date)) {
-    const BuildInfo info = build_info();
-    cofuse_ = "cofuse " + info.version + " (git " + info.git_revision + ")";
-  }
-  std::string measured(const std::string& how) const {
-    return "measured: cofuse profile (" + how + ") on " + hosts_ + ", " + date_ + ", " + cofuse_;
-  }
-
- private:
-  std::string hosts_, date_, cofuse_;
-};
-
-std::string ms(double seconds) { return fixed(seconds * 1e3, 3) + " ms"; }
-std::string us(double seconds) { return fixed(seconds * 1e6, 2) + " us"; }
-
-std::string shape_list(const std::vector<GemmPoint>& grid) {
+  ProfileRequest request;
   std::string out;
-  for (const GemmPoint& p : grid)
-    out += (out.empty() ? "" : " ") + std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
-  return out;
-}
-
-MachineProfile build_profile(const ProfileArgs& args, const Measured& m, int ranks, const nlohmann::ordered_json& machine) {
-  std::string hosts;
-  for (const auto& h : machine["hosts"]) hosts += (hosts.empty() ? "" : "+") + h.get<std::string>();
-  const std::string date = utc_now();
-  const Sourcer src(hosts, date);
-  const std::string who = std::to_string(ranks) + " ranks at once, the slowest rank's";
-  MachineProfile p;
-  p.name = args.name;
-  p.description = "Measured by cofuse profile" + std::string(args.quick ? " --quick" : "") + " on " + hosts + " (" +
-                  machine["cpu_model"].get<std::string>() + ", " + std::to_string(ranks) + " ranks, " +
-                  "OPENBLAS_NUM_THREADS=" + machine["openblas_num_threads"].get<std::string>() + "), " + date +
-                  "; link: " + args.link;
-  p.note = args.note;
-  p.validated = true;
-  auto& s = p.sources;
-
-  const ComputeResult& mc = m.compute;
-  ComputeModel& c = p.compute;
-  c.measured = mc.grid;
-  const GemmPoint* best = &mc.grid.front();
-  for (const GemmPoint& g : mc.grid)
-    if (g.gflops > best->gflops) best = &g;
-  c.peak_gflops_f32 = best->gflops;
-  c.peak_gflops_f64 = mc.dgemm_gflops;
-  c.memory_GBps = mc.copy_GBps;
-  c.launch_s = mc.blas_call_s;
-  c.tile_m = c.tile_n = c.units = 1;
-  c.efficiency = 1;
-  const std::string passes = "median of " + std::to_string(mc.passes) +
-                             " samples interleaved with the other compute measurements, " + who;
-  s["compute.measured"] = src.measured(
-      "cblas_sgemm f32, row-major, no transposes, beta 0, nonzero inputs; m in {16,64,256,1024,4096} x n in "
-      "{256,1024,2048} x k in {128,512,1024,2048} up to " + fixed(mc.max_flops / 1e9, 1) + " GFLOP: " +
-      shape_list(mc.grid) + "; seconds per call (a sample batches calls to >= 2 ms), " + passes);
-  s["compute.peak_gflops_f32"] = src.measured("the best rate of compute.measured, at " + std::to_string(best->m) + "x" +
-                                              std::to_string(best->n) + "x" + std::to_string(best->k));
-  const std::string n = std::to_string(mc.dgemm_n);
-  s["compute.peak_gflops_f64"] = src.measured("cblas_dgemm " + n + "x" + n + "x" + n + ", " + passes);
-  s["compute.memory_GBps"] = src.measured("memcpy of " + std::to_string(mc.copy_mib) +
-                                          " MiB, (bytes read + bytes written) / time, " + passes);
-  s["compute.launch_s"] = src.measured("one 1x1x1 cblas_sgemm call, " + passes);
-  s["compute.peak_gflops_16"] = "fixed: 0 (as f32): the CPU executor has no bf16/f16 GEMM; those run on the CUDA backend";
-  const std::string unused = "fixed: roofline parameter, unused because compute.measured is set";
-  s["compute.tile_m"] = s["compute.tile_n"] = s["compute.units"] = s["compute.efficiency"] = unused;
-
-  const NetworkResult& mn = m.network;
-  NetworkModel& net = p.network;
-  net.topology = args.topology;
-  net.alpha_s = mn.small_round_trip_s / 2;
-  net.bandwidth_GBps = mn.large_bytes / mn.large_exchange_s * 1e-9;
-  net.copy_engines = 0;
-  const std::string net_passes =
-      "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
-  s["network.topology"] = "given: --topology " + args.topology + " (the user says; how ranks share links cannot be detected)";
-  s["network.alpha_s"] = src.measured(
-      "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +
-      ", " + net_passes + " (a sample batches round trips to >= 1 ms)");
-  s["network.bandwidth_GBps"] = src.measured(
-      "MPI_Sendrecv of 4 MiB each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
-      ms(mn.large_exchange_s) + ", " + net_passes);
-  s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
-      "fixed: used by topology two_level only";
-  s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";
-  auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
-                        const std::string& factor) {
-    out = f.model;
-    const std::string how =
-        call + " of f32 timed at " + std::to_string(int64_t(f.small_bytes)) + " and " +
-        std::to_string(int64_t(f.large_bytes)) + " bytes (the whole gathered or reduced buffer): " + ms(f.small_s) +
-        " and " + ms(f.large_s) + ", " + net_passes + ", " + who + "; " +
-        (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw, alpha clamped at >= 0"
-                  : "no positive slope between the two: busbw from the large size alone, alpha 0");
-    s["network." + key + ".alpha_s"] = src.measured(how);
-    s["network." + key + ".busbw_GBps"] = src.measured(how);
-  };
-  // The simulator adds the average wait to notice a completion (poll_us / 2) and a task's
-  // overhead to every polled collective itself, so the fit's latency is charged without them.
-  auto nonblocking = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
-                         const std::string& factor) {
-    const double notice_s = 0.5e-6 * mn.poll_us;
-    out.nonblocking_busbw_GBps = f.model.busbw_GBps;
-    out.nonblocking_alpha_s = std::max(0.0, f.model.alpha_s - notice_s - m.task_overhead_s);
-    const std::string how =
-        call + " of f32 progressed by MPI_Test every " + std::to_string(mn.poll_us) +
-        " us (asleep in between, as cofuse's progress thread), timed at " + std::to_string(int64_t(f.small_bytes)) +
-        " and " + std::to_string(int64_t(f.large_bytes)) + " bytes: " + ms(f.small_s) + " and " + ms(f.large_s) + ", " +
-        net_passes + ", " + who + "; " +
-        (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw; alpha less poll_us/2 (" + us(notice_s) +
-                        ") and task_overhead_s, which the simulator adds, clamped at >= 0"
-                  : "no positive slope between the two: busbw from the large size alone, alpha 0");
-    s["network." + key + ".nonblocking_alpha_s"] = src.measured(how);
-    s["network." + key + ".nonblocking_busbw_GBps"] = src.measured(how);
-  };
-  collective("allgather", "MPI_Allgather", mn.allgather, net.allgather, "(P-1)/P");
-  collective("reduce_scatter", "MPI_Reduce_scatter_block (MPI_SUM)", mn.reduce_scatter, net.reduce_scatter, "(P-1)/P");
-  collective("allreduce", "MPI_Allreduce (MPI_SUM)", mn.allreduce, net.allreduce, "2(P-1)/P");
-  nonblocking("allgather", "MPI_Iallgather", mn.allgather_nb, net.allgather, "(P-1)/P");
-  nonblocking("reduce_scatter", "MPI_Ireduce_scatter_block (MPI_SUM)", mn.reduce_scatter_nb, net.reduce_scatter,
-              "(P-1)/P");
-  nonblocking("allreduce", "MPI_Iallreduce (MPI_SUM)", mn.allreduce_nb, net.allreduce, "2(P-1)/P");
-
-  const ContentionResult& k = m.contention;
-  p.contention.gemm_rate_while_comm = k.gemm_rate;
-  p.contention.comm_rate_while_gemm = k.comm_rate;
-  const std::string thread =
-      "a second thread of the rank exchanging 4 MiB with the other rank back to back (MPI_Irecv + MPI_Isend, "
-      "MPI_Testall every 200 us, as cofuse's progress thread)";
-  const std::string pooled = "ranks 0 and 1, medians of " + std::to_string(k.rounds) +
-                             " rounds of (alone, alone, together) pooled, the slower rank's, clamped into (0, 1]";
-  s["contention.gemm_rate_while_comm"] =
-      src.measured("512x1024x1024 cblas_sgemm alone " + ms(k.gemm_alone_s) + " / beside " + thread + " " +
-                   ms(k.gemm_busy_s) + "; " + pooled);
-  s["contention.comm_rate_while_gemm"] =
-      src.measured("one exchange of " + thread + ": alone " + ms(k.exchange_alone_s) +
-                   " / while the rank's main thread runs 512x1024x1024 cblas_sgemm back to back " +
-                   ms(k.exchange_busy_s) + "; " + pooled);
-
-  p.task_overhead_s = m.task_overhead_s;
-  s["task_overhead_s"] = src.measured(
-      "posting MPI_Irecv + MPI_Isend of 8 bytes between ranks 0 and 1 plus the MPI_Testall that finds both complete, "
-      "halved (two tasks), median of " + std::to_string(m.task_reps) + ", the slower rank's");
-  return p;
-}
+  bool quiet = false;
+};
 
 void print_summary(std::ostream& o, const MachineProfile& p, const Measured& m, const std::string& out) {
   const NetworkModel& n = p.network;
@@ -288,9 +62,7 @@ void print_summary(std::ostream& o, const MachineProfile& p, const Measured& m, 
 }
 
 int profile(const ProfileArgs& args, MPI_Comm comm) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
   if (size < 2) {
     std::cerr << "cofuse profile: error: needs at least 2 ranks, to measure the network between them "
                  "(e.g. mpirun -np 2 cofuse profile --out FILE)"
@@ -298,78 +70,77 @@ int profile(const ProfileArgs& args, MPI_Comm comm) {
     return 1;
   }
   agree_values(comm, "cofuse profile options",
-               {{"quick", args.quick}, {"topology shared", args.topology == "shared"}});
+               {{"quick", args.request.quick}, {"topology shared", args.request.topology == "shared"}});
 
-  int writable = 1;
+  bool writable = true;
   if (rank == 0) {
     if (const std::string problem = output_problem(args.out); !problem.empty()) {
       std::cerr << "cofuse profile: error: " << problem << std::endl;
-      writable = 0;
+      writable = false;
     }
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores > 0 && size > cores)
       std::cerr << "cofuse profile: warning: " << size << " ranks on " << cores
                 << " cores: ranks share cores, and the profile describes that sharing" << std::endl;
   }
-  mpi_check(MPI_Bcast(&writable, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  if (!writable) return 1;
+  if (!ok_everywhere(writable)) return 1;
 
-  Progress progress(kSteps, rank != 0 || args.quiet, "profile", "step");
-  const Measured m = measure(comm, args, progress);
+  Progress progress(kProfileSteps, rank != 0 || args.quiet, "profile", "step");
+  const Measured m = measure_machine(comm, args.request.quick, [&progress](int done, double fraction, const std::string& what) {
+    progress.update(done, fraction, what);
+  });
   progress.finish();
   LinkProbe link;
-  link.description = args.link;
+  link.description = args.request.link;
   const nlohmann::ordered_json machine = machine_json(comm, link);
 
-  int ok = 1;
+  bool ok = true;
   if (rank == 0) {
     try {
-      const MachineProfile p = build_profile(args, m, size, machine);
+      const MachineProfile p = build_profile(args.request, m, size, machine);
       throw_if_error(p.validate());
       const std::string text = to_json(p);
       if (!(parse_profile(text, args.out) == p))  // field by field, as the profile fuzzer checks
         throw Error(ErrorCode::internal, "the profile does not read back identically from its JSON");
-      write_file(args.out, text);
+      write_file_atomically(args.out, text);
       print_summary(std::cout, p, m, args.out);
     } catch (const std::exception& e) {
       std::cerr << "cofuse profile: error: the measured profile was not written: " << e.what() << std::endl;
-      ok = 0;
+      ok = false;
     }
   }
-  mpi_check(MPI_Bcast(&ok, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  return ok ? 0 : 1;
+  return ok_everywhere(ok) ? 0 : 1;
 }
 
-int profile_command(const ProfileArgs& args) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int exit_code = 0;
-  MPI_Comm comm = MPI_COMM_NULL;
-  try {
-    // The contention measurement's exchange thread is the only thread calling MPI while it runs.
-    if (provided < MPI_THREAD_SERIALIZED)
-      throw SameEverywhere(ErrorCode::invalid_argument,
-                           "this MPI library gives threads no MPI access (MPI_THREAD_SERIALIZED or more is needed)");
-    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
-    mpi_check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    exit_code = profile(args, comm);
-  } catch (const std::exception& e) {
-    // agree_values throws mismatch on every rank alike; everything else here is this rank's own
-    // failure (an MPI call), which its peers cannot know about: abort the job.
-    const auto* error = dynamic_cast<const Error*>(&e);
-    if (dynamic_cast<const SameEverywhere*>(&e) || (error && error->code() == ErrorCode::mismatch)) {
-      if (rank == 0) std::cerr << "cofuse profile: error: " << e.what() << std::endl;
-      exit_code = 1;
-    } else {
-      std::cerr << "cofuse profile: rank " << rank << ": error: " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+// MPI calls of the measurements return errors (checked, as cofuse::Error) instead of aborting.
+class ReturningComm {
+ public:
+  ReturningComm() {
+    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    mpi_check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   }
-  if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-  MPI_Finalize();
-  return exit_code;
+  ~ReturningComm() { MPI_Comm_free(&comm_); }  // unchecked: a destructor cannot throw
+  ReturningComm(const ReturningComm&) = delete;
+  ReturningComm& operator=(const ReturningComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// Agreement and the decisions all ranks take from the same agreed data (invalid_argument) fail
+// alike everywhere and are printed once; anything else is this rank's own and aborts the job.
+int profile_command(const ProfileArgs& args) {
+  return run_with_mpi("profile", [&args] {
+    // The contention measurement's exchange thread is the only thread calling MPI while it runs.
+    int provided = 0;
+    mpi_check(MPI_Query_thread(&provided), "MPI_Query_thread");
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw Error(ErrorCode::invalid_argument,
+                  "this MPI library gives threads no MPI access (MPI_THREAD_SERIALIZED or more is needed)");
+    const ReturningComm comm;
+    return profile(args, comm.get());
+  });
 }
 
 }  // namespace
@@ -382,25 +153,22 @@ std::function<int()> add_profile_command(CLI::App& app) {
       "simulator: GEMM rates, memory copy, link latency and bandwidth, the MPI collectives, and how GEMM and\n"
       "communication slow each other. Well under a minute (--quick: seconds). See docs/cli.md.");
   p->add_option("--out", args->out, "Write the profile (JSON, schema cofuse.profile/1) to this file")->required();
-  p->add_option("--name", args->name, "The profile's name")->capture_default_str();
-  p->add_option("--note", args->note,
+  p->add_option("--name", args->request.name, "The profile's name")->capture_default_str();
+  p->add_option("--note", args->request.note,
                 "A remark kept in the profile's note field (what it was measured for, where it is used); the\n"
                 "measured fields and the description are always what was measured");
-  p->add_option("--topology", args->topology,
+  p->add_option("--topology", args->request.topology,
                 "How the ranks' links are shared, which cannot be detected: switch (a full-duplex link per rank) or "
                 "shared (one medium for all traffic)")
       ->check(CLI::IsMember({"switch", "shared"}))
       ->capture_default_str();
-  p->add_option("--link", args->link,
+  p->add_option("--link", args->request.link,
                 "What the link between ranks is, in words, kept in the description "
                 "(default: $COFUSE_LINK, else 'not described')");
-  p->add_flag("--quick", args->quick, "4 GEMM shapes and fewer repetitions: seconds, less precise (for tests)");
+  p->add_flag("--quick", args->request.quick, "4 GEMM shapes and fewer repetitions: seconds, less precise (for tests)");
   p->add_flag("--quiet", args->quiet, "No progress on stderr");
   return [args] {
-    if (args->link.empty()) {
-      const char* env = std::getenv("COFUSE_LINK");
-      args->link = env && *env ? env : "not described (pass --link or set COFUSE_LINK)";
-    }
+    args->request.link = config::link(args->request.link).value;
     return profile_command(*args);
   };
 }

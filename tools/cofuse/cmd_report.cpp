@@ -1,17 +1,20 @@
 // `cofuse report FILE...`: bench records (JSON Lines) as a comparison table: one row per
 // measured case with its baselines and best schedule, or (--all) one row per variant.
 // Needs no MPI.
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <sstream>
 
-#include "bench_record.hpp"
+#include "cofuse/profile.hpp"
 #include "cofuse/status.hpp"
 #include "commands.hpp"
-#include "report_predict.hpp"
-#include "text.hpp"
+#include "measure/bench_record.hpp"
+#include "measure/report_predict.hpp"
+#include "measure/text.hpp"
+#include "measure/timing.hpp"
 
 namespace cofuse::cli {
 
@@ -75,6 +78,38 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
     s.erase(s.find_last_not_of(' ') + 1);
     std::cout << s << "\n";
   }
+}
+
+// --predict: the table and the median absolute error; 1 when no record could be predicted.
+int print_predictions(const std::vector<json>& records, const std::string& profile_name) {
+  const MachineProfile profile = load_profile(profile_name);
+  std::cout << "predicted with profile " << profile.name << (profile.validated ? " (measured)" : " (datasheet, not validated)")
+            << "; error = predicted / measured - 1 (medians of the slowest rank); exposed = total - GEMM time in\n"
+            << "the run, measured and predicted alike\n";
+  std::cout << std::left << std::setw(38) << "case" << std::setw(22) << "schedule" << std::right << std::setw(12)
+            << "measured ms" << std::setw(13) << "predicted ms" << std::setw(9) << "error" << std::setw(14)
+            << "exposed meas" << std::setw(11) << "predicted" << "\n";
+  std::map<std::string, std::vector<double>> errors;  // by link
+  std::vector<double> all;
+  for (const Prediction& p : predict_records(records, profile)) {
+    errors[p.link].push_back(std::abs(p.error()));
+    all.push_back(std::abs(p.error()));
+    const std::string text = p.desc.to_string();
+    std::string name = p.schedule_name;
+    if (name.size() > 21) name = name.substr(0, 20) + "~";
+    std::cout << std::left << std::setw(38) << text.substr(0, text.find(" trans_a")).substr(0, 37) << std::setw(22) << name
+              << std::right << std::setw(12) << fixed(p.measured_ms, 3) << std::setw(13) << fixed(p.predicted_ms, 3)
+              << std::setw(8) << fixed(p.error() * 100, 1) << "%" << std::setw(14) << fixed(p.measured_exposed_ms, 3)
+              << std::setw(11) << fixed(p.predicted_exposed_ms, 3) << "\n";
+  }
+  if (all.empty()) {
+    std::cerr << "cofuse report: error: no record to predict (only naive baselines?)\n";
+    return 1;
+  }
+  for (const auto& [link, e] : errors)
+    std::cout << "median |error| " << fixed(summarize(e).median * 100, 1) << "% over " << e.size() << " runs on: " << link << "\n";
+  std::cout << "median |error| " << fixed(summarize(all).median * 100, 1) << "% over all " << all.size() << " runs\n";
+  return 0;
 }
 
 int report(const ReportArgs& args) {

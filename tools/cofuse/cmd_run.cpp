@@ -3,6 +3,8 @@
 // Flow: parse (no MPI) -> MPI_Init_thread -> ranks agree on the run options -> Operation (ranks
 // agree on op and schedule, then validate) -> seeded random inputs -> warm-up -> timed
 // iterations -> reference check -> table or JSON on rank 0 -> optional trace and .npy files.
+// The timing and checking are the measurement library's (measure/bench_measure.hpp), the same
+// as `cofuse bench`'s; this file parses, prints and saves.
 #include <mpi.h>
 
 #include <filesystem>
@@ -15,10 +17,13 @@
 
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/bench_measure.hpp"
+#include "measure/bench_record.hpp"
+#include "measure/bench_sweep.hpp"
+#include "measure/op_data.hpp"
 #include "mpi_command.hpp"
-#include "op_data.hpp"
 #include "op_options.hpp"
-#include "timing.hpp"
 
 namespace cofuse::cli {
 
@@ -38,67 +43,12 @@ struct RunArgs {
   ExecSettings settings;
 };
 
-// Per iteration: GEMM time of the slowest rank; communication time of the rank that waited
-// least (the last to arrive waits for nobody, so its time is the communication itself);
-// total of the slowest rank.
-struct Times {
-  std::vector<double> gemm, comm, total, progress_cpu;
-  Summary g() const { return summarize(gemm); }
-  Summary m() const { return summarize(comm); }
-  Summary t() const { return summarize(total); }
-};
-
-nlohmann::json summary_json(const Summary& s) {
-  return {{"median", s.median * 1e3}, {"min", s.min * 1e3}, {"max", s.max * 1e3}};
-}
-
-// One timed call: the slowest rank's GEMM and total time, the least-waiting rank's
-// communication time, the progress thread's CPU time.
-void time_one(Operation& operation, const OpBuffers& buffers, Times& times) {
-  // The call's deadline also covers this tool's own collectives around it.
-  const DeadlineGuard guard(MPI_COMM_WORLD, operation.settings().deadline_s, "cofuse run, one timed call");
-  MPI_Barrier(MPI_COMM_WORLD);  // start together, so one rank's late arrival is not counted as work
-  const RunStats s = operation.execute(buffers);
-  double slowest[3] = {s.gemm_s, s.total_s, s.progress_cpu_s}, least_waiting = s.comm_s;
-  MPI_Allreduce(MPI_IN_PLACE, slowest, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &least_waiting, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-  times.gemm.push_back(slowest[0]);
-  times.comm.push_back(least_waiting);
-  times.total.push_back(slowest[1]);
-  times.progress_cpu.push_back(slowest[2]);
-}
-
-Times time_operation(Operation& operation, const OpBuffers& buffers, int iters, int warmup) {
-  for (int i = 0; i < warmup; ++i) operation.execute(buffers);
-  Times times;
-  for (int i = 0; i < iters; ++i) time_one(operation, buffers, times);
-  return times;
-}
-
-// `operation` and the serial baseline, interleaved call by call (alternating which goes
-// first), so that the machine's drift hits both alike. Ends with one more call of `operation`
-// on poisoned outputs and workspace, so the output buffers hold what that call alone wrote.
-std::pair<Times, Times> time_against_serial(Operation& serial, Operation& operation, Inputs& in, int iters,
-                                            int warmup) {
-  const OpBuffers buffers = in.buffers();
-  for (int i = 0; i < warmup; ++i) {
-    serial.execute(buffers);
-    operation.execute(buffers);
-  }
-  Times base, times;
-  for (int i = 0; i < iters; ++i) {
-    if (i % 2 == 0) {
-      time_one(serial, buffers, base);
-      time_one(operation, buffers, times);
-    } else {
-      time_one(operation, buffers, times);
-      time_one(serial, buffers, base);
-    }
-  }
-  in.poison_outputs();
-  operation.poison_workspace();
-  operation.execute(buffers);
-  return {base, times};
+MeasureSettings settings_of(const RunArgs& args) {
+  MeasureSettings s;
+  s.iters = args.iters;
+  s.warmup = args.warmup;
+  s.exec = args.settings;
+  return s;
 }
 
 void save_npy_files(const std::string& dir, int rank, const OpDesc& d, const Schedule& s, const RunArgs& args,
@@ -124,9 +74,9 @@ void save_npy_files(const std::string& dir, int rank, const OpDesc& d, const Sch
   }
 }
 
-void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, const Inputs& in, const Times& times,
+void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, const Inputs& in, const VariantResult& times,
                   uint64_t seed, const std::optional<CheckResult>& check) {
-  const Summary g = times.g(), m = times.m(), t = times.t();
+  const Summary g = times.gemm, m = times.comm, t = times.total;
   const CommSize cs = comm_size(d);
   const double gflops = g.median > 0 ? d.flops() / d.ranks / g.median * 1e-9 : 0;
   const bool serial = op.schedule().overlap == Overlap::none;
@@ -144,8 +94,8 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
         {"deadline_ms", int64_t(args.settings.deadline_s * 1000)},
         {"local_shapes", {{"a", {in.shapes.a.rows, in.shapes.a.cols}}, {"b", {in.shapes.b.rows, in.shapes.b.cols}},
                           {"c", {in.shapes.c.rows, in.shapes.c.cols}}}},
-        {"times_ms", {{"gemm", summary_json(g)}, {"comm", summary_json(m)}, {"total", summary_json(t)},
-                      {"progress_cpu", summary_json(summarize(times.progress_cpu))}}},
+        {"times_ms", {{"gemm", nlohmann::json(summary_ms(g))}, {"comm", nlohmann::json(summary_ms(m))},
+                      {"total", nlohmann::json(summary_ms(t))}, {"progress_cpu", nlohmann::json(summary_ms(times.progress_cpu))}}},
         {"timing", "per iteration: gemm and total of the slowest rank, comm of the rank that waited least"},
         {"gemm_gflops_per_rank", gflops},
         {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_gbps", algbw},
@@ -179,7 +129,7 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
   row("comm", m);
   row("total", t);
   if (op.schedule().separate_comm_engine())
-    row("progress cpu", summarize(times.progress_cpu));
+    row("progress cpu", times.progress_cpu);
   o << std::setprecision(2) << "rates        GEMM " << gflops << " GFLOP/s per rank";
   if (serial)
     o << "; " << cs.collective << " algbw " << algbw << " GB/s, busbw " << algbw * cs.busbw_factor
@@ -197,30 +147,13 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
   std::cout << o.str() << std::flush;
 }
 
-std::vector<Schedule> sweep_list(const RunArgs& args, const OpDesc& d) {
-  if (args.schedules == "all") return enumerate_schedules(d);
-  std::vector<Schedule> out;
-  if (args.schedules == "presets") {
-    for (const Preset& p : presets())
-      if (p.schedule.validate_for(d).ok()) out.push_back(p.schedule);
-    return out;
-  }
-  std::stringstream list(args.schedules);
-  std::string item;
-  while (std::getline(list, item, ';'))
-    if (!item.empty()) out.push_back(*Schedule::parse(item));  // validated at parse time
-  return out;
-}
-
 // --schedules: every schedule timed interleaved with the serial baseline; the serial calls
 // also give G (GEMM alone) and M (communication alone), measured in the same run.
 int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
+  agree(d, serial_schedule(), MPI_COMM_WORLD);  // as an Operation would, before the list needs a valid op
+  throw_if_error(d.validate());
+  const std::vector<Schedule> list = schedule_list(args.schedules, d, "--schedules");
   const uint64_t seed = agree_seed(args.seed);
-  Inputs in(d, seed, rank);
-  const OpBuffers buffers = in.buffers();
-  const Reference reference(d, buffers.a, buffers.b, MPI_COMM_WORLD);
-  Operation serial(d, MPI_COMM_WORLD, serial_schedule(), args.settings);
-  const std::vector<Schedule> list = sweep_list(args, d);
   if (rank == 0 && !args.json) {
     std::cout << "cofuse run   " << d.to_string() << "  (" << list.size() << " schedules, " << args.iters
               << " iterations each after " << args.warmup << " warm-up, interleaved with serial; seed " << seed << ")\n"
@@ -231,29 +164,20 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
               << std::setw(9) << "overlap" << std::setw(10) << "error" << "\n";
   }
   bool all_passed = true;
-  for (const Schedule& s : list) {
-    Operation op(d, MPI_COMM_WORLD, s, args.settings);
-    const auto [base, times] = time_against_serial(serial, op, in, args.iters, args.warmup);
-    const CheckResult check = reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
-    all_passed = all_passed && check.passed();
-    if (rank != 0) continue;
-    const double T = times.t().median, T_serial = base.t().median, G = base.g().median, M = base.m().median;
-    const double speedup = T_serial / T, efficiency = std::max(G, M) / T;
+  measure_against_serial(d, list, seed, settings_of(args), [&](const AgainstSerial& r) {
+    all_passed = all_passed && r.schedule.check.passed();
+    if (rank != 0) return;
     if (args.json) {
-      std::cout << nlohmann::json{{"op", d.to_string()}, {"schedule", s.to_string()}, {"schedule_name", schedule_name(s)},
-                                  {"median_ms", T * 1e3}, {"serial_ms", T_serial * 1e3}, {"gemm_alone_ms", G * 1e3},
-                                  {"comm_alone_ms", M * 1e3}, {"speedup", speedup}, {"overlap_efficiency", efficiency},
-                                  {"rel_error", check.rel_error}, {"passed", check.passed()}, {"seed", seed}}
-                       .dump()
-                << std::endl;
-    } else {
-      std::cout << std::left << std::setw(84) << schedule_name(s) << std::right << std::fixed << std::setprecision(3)
-                << std::setw(9) << T * 1e3 << std::setw(10) << T_serial * 1e3 << std::setprecision(2) << std::setw(8)
-                << G * 1e3 << std::setw(8) << M * 1e3 << std::setw(9) << speedup << std::setw(9) << efficiency
-                << std::scientific << std::setprecision(1) << std::setw(10) << check.rel_error
-                << (check.passed() ? "" : "  FAIL") << std::defaultfloat << std::endl;
+      std::cout << against_serial_json(d, r, seed).dump() << std::endl;
+      return;
     }
-  }
+    std::cout << std::left << std::setw(84) << r.schedule.name << std::right << std::fixed << std::setprecision(3)
+              << std::setw(9) << r.schedule.total.median * 1e3 << std::setw(10) << r.serial.total.median * 1e3
+              << std::setprecision(2) << std::setw(8) << r.serial.gemm.median * 1e3 << std::setw(8)
+              << r.serial.comm.median * 1e3 << std::setw(9) << r.speedup() << std::setw(9) << r.overlap_efficiency()
+              << std::scientific << std::setprecision(1) << std::setw(10) << r.schedule.check.rel_error
+              << (r.schedule.check.passed() ? "" : "  FAIL") << std::defaultfloat << std::endl;
+  });
   return all_passed ? 0 : 1;
 }
 
@@ -275,43 +199,34 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
   Operation operation(d, MPI_COMM_WORLD, schedule, args.settings);
   const uint64_t seed = agree_seed(args.seed);
   Inputs in(d, seed, rank);
-  const OpBuffers buffers = in.buffers();
-  const Times times = time_operation(operation, buffers, args.iters, args.warmup);
+  const VariantResult times = measure_operation(operation, in.buffers(), settings_of(args));
   int exit_code = 0;
   std::optional<CheckResult> check;
-  if (args.check) {
-    // One more, untimed call on poisoned outputs and workspace: the check sees only what it wrote.
-    in.poison_outputs();
-    operation.poison_workspace();
-    operation.execute(buffers);
-    check = check_against_reference(d, buffers, MPI_COMM_WORLD);
-  }
+  if (args.check) check = check_fresh_call(operation, in, Reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD));
   if (check && !check->passed()) exit_code = 1;
   if (rank == 0) print_single(args, d, operation, in, times, seed, check);
 
   if (!args.trace_path.empty()) {
-    int written = 1;
+    bool written = true;
     try {
       write_chrome_trace(args.trace_path, operation, MPI_COMM_WORLD);
     } catch (const Error& e) {
       std::cerr << "cofuse run: rank " << rank << ": --trace failed: " << e.what() << "\n";
-      written = 0;
+      written = false;
     }
-    MPI_Allreduce(MPI_IN_PLACE, &written, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!written) exit_code = 1;
+    if (!ok_everywhere(written)) exit_code = 1;
     else if (rank == 0 && !args.json) std::cout << "trace        " << args.trace_path << " (Chrome trace-event JSON)\n";
   }
   if (!args.save_dir.empty()) {
     // Every rank writes its own files; the ranks then agree whether all of them succeeded.
-    int saved = 1;
+    bool saved = true;
     try {
       save_npy_files(args.save_dir, rank, d, operation.schedule(), args, seed, in);
     } catch (const std::exception& e) {
       std::cerr << "cofuse run: rank " << rank << ": --save failed: " << e.what() << "\n";
-      saved = 0;
+      saved = false;
     }
-    MPI_Allreduce(MPI_IN_PLACE, &saved, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!saved) exit_code = 1;
+    if (!ok_everywhere(saved)) exit_code = 1;
     else if (rank == 0 && !args.json)
       std::cout << "saved        " << args.save_dir << "/rank<r>.{a,b,c" << (in.gathered.data() ? ",gathered" : "")
                 << "}.npy and meta.json\n";
@@ -321,9 +236,7 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
 
 int run_command(const RunArgs& args) {
   return run_with_mpi("run", [&args] {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int rank = detail::comm_rank(MPI_COMM_WORLD), size = detail::comm_size(MPI_COMM_WORLD);
     const OpDesc d = make_desc(args.op, size);
     // Options that decide how many collectives each rank makes must match everywhere.
     agree_values(MPI_COMM_WORLD, "cofuse run options",
@@ -390,10 +303,7 @@ std::function<int()> add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_flag("--json", args->json, "Print JSON (one object per run, or per schedule of a sweep) instead of tables");
   return [args] {
-    if (args->profile.empty()) {
-      const char* env = std::getenv("COFUSE_PROFILE");
-      args->profile = env && *env ? env : "this-host-shm";
-    }
+    args->profile = config::profile(args->profile).value;
     return run_command(*args);
   };
 }

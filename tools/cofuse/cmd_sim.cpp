@@ -18,10 +18,10 @@ struct SimArgs {
   OpArgs op;
   int ranks = 2;
   std::string schedule = "serial";
-  std::string profile = "this-host-tcp-2gbit";
+  std::string profile;  // "" = config::profile()'s rule
   std::string trace;
   bool json = false, list_profiles = false;
-  int64_t tile_rows = 64;
+  int64_t tile_rows = config::kTileRows;
   // the what-if form
   int chunks = 0;
   double compute_ms = -1, comm_ms = -1, overhead_ms = 0;
@@ -62,7 +62,7 @@ int what_if(const SimArgs& args) {
 int op_sim(const SimArgs& args) {
   const OpDesc d = make_desc(args.op, args.ranks);
   const Schedule schedule = *Schedule::parse(args.schedule);
-  const MachineProfile profile = load_profile(args.profile);
+  const MachineProfile profile = load_profile(config::profile(args.profile).value);
   SimOptions options;
   options.tile_rows = args.tile_rows;
   const SimResult r = simulate(d, schedule, profile, options);
@@ -120,7 +120,9 @@ std::function<int()> add_sim_command(CLI::App& app) {
   add_op_options(sim, args->op);
   sim->add_option("--ranks", args->ranks, "P, the number of ranks")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   sim->add_option("--schedule", args->schedule, "A schedule or preset")->check(schedule_validator())->capture_default_str();
-  sim->add_option("--profile", args->profile, "A shipped profile's name (--list-profiles) or a profile file")->capture_default_str();
+  sim->add_option("--profile", args->profile,
+                  "A shipped profile's name (--list-profiles) or a profile file (default $COFUSE_PROFILE, else " +
+                      std::string(config::kProfile) + "; cofuse config shows it)");
   sim->add_flag("--list-profiles", args->list_profiles, "List the shipped profiles and exit");
   sim->add_option("--trace", args->trace, "Write the predicted timeline as Chrome trace-event JSON");
   sim->add_option("--tile-rows", args->tile_rows, "Fused schedules: GEMM rows per tile, as the executor's --tile-rows")

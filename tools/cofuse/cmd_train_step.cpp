@@ -19,10 +19,11 @@
 #include "cofuse/cofuse.hpp"
 #include "cofuse/layers.hpp"
 #include "commands.hpp"
+#include "cpu/comm/mpi_util.hpp"
 #include "mpi_command.hpp"
-#include "profile_measure.hpp"
-#include "text.hpp"
-#include "timing.hpp"
+#include "measure/profile_measure.hpp"
+#include "measure/text.hpp"
+#include "measure/timing.hpp"
 
 namespace cofuse::cli {
 
@@ -82,7 +83,7 @@ VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType 
   std::vector<double> steps;
   std::vector<std::vector<double>> gemm(6), exposed(6);
   for (int i = 0; i < a.warmup + a.steps; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    detail::mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     const double start = steady_seconds();
     mlp.forward(x.data(), y.data());
     mlp.backward(dy.data(), dx.data());
@@ -109,9 +110,7 @@ VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType 
 }
 
 int train_step(const TrainArgs& a) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = detail::comm_rank(MPI_COMM_WORLD), size = detail::comm_size(MPI_COMM_WORLD);
   const DType dtype = *parse_dtype(a.dtype);
   agree_values(MPI_COMM_WORLD, "cofuse train-step",
                {{"hidden", a.hidden}, {"ffn", a.ffn}, {"tokens", a.tokens}, {"steps", a.steps}, {"warmup", a.warmup},
@@ -150,8 +149,7 @@ int train_step(const TrainArgs& a) {
   const int exit_code = grads_agree ? 0 : 1;
   if (rank != 0) return exit_code;
 
-  const char* env = std::getenv("COFUSE_LINK");
-  const std::string link = !a.link.empty() ? a.link : env && *env ? env : "not described (pass --link or set COFUSE_LINK)";
+  const std::string link = config::link(a.link).value;
   std::ostringstream o;
   o << "cofuse train-step  MLP hidden=" << a.hidden << " ffn=" << a.ffn << " tokens=" << a.tokens << " " << a.dtype
     << (a.sequence_parallel ? " sequence-parallel" : "") << (a.no_bias ? "" : " bias") << " on " << size << " ranks; "

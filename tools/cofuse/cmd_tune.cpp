@@ -11,15 +11,16 @@
 #include <iostream>
 #include <sstream>
 
-#include "bench_measure.hpp"
-#include "bench_sweep.hpp"
+#include "measure/bench_measure.hpp"
+#include "measure/bench_sweep.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
+#include "cpu/comm/mpi_util.hpp"
 #include "mpi_command.hpp"
-#include "op_data.hpp"
+#include "measure/op_data.hpp"
 #include "op_options.hpp"
 #include "progress.hpp"
-#include "text.hpp"
+#include "measure/text.hpp"
 
 namespace cofuse::cli {
 
@@ -27,7 +28,7 @@ namespace {
 
 struct TuneArgs {
   ListArgs lists;
-  std::string profile = "this-host-shm";
+  std::string profile;  // "" = config::profile()'s rule
   std::string db;
   int top = 3, iters = 10, warmup = 2;
   double margin = 0.03;  // an overlap must beat serial by this much to be recorded as the winner
@@ -35,15 +36,13 @@ struct TuneArgs {
 };
 
 int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = detail::comm_rank(MPI_COMM_WORLD), size = detail::comm_size(MPI_COMM_WORLD);
   std::ostringstream digest;
   for (const BenchCase& c : cases) digest << c.desc(size).to_string() << ";";
   agree_values(MPI_COMM_WORLD, "cofuse tune options",
                {{"cases", int64_t(cases.size())}, {"sweep digest", int64_t(std::hash<std::string>{}(digest.str()) >> 1)},
                 {"top", args.top}, {"iters", args.iters}, {"warmup", args.warmup}});
-  const MachineProfile profile = load_profile(args.profile);
+  const MachineProfile profile = load_profile(config::profile(args.profile).value);
   std::vector<OpDesc> descs;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const OpDesc d = cases[i].desc(size);
@@ -56,6 +55,7 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   if (rank == 0 && !warning.empty()) std::cerr << warning << " (starting a new one)\n";
   PlannerOptions model;
   model.consult_tuning_db = false;
+  PlannerCache planner_cache;  // a sweep may list a shape twice
   const uint64_t seed = agree_seed("");
   Progress progress(int(cases.size()), rank != 0 || args.quiet, "tune");
   bool all_passed = true;
@@ -64,7 +64,7 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
               << ") proposes, " << args.iters << " interleaved iterations decide; database " << args.db << "\n";
   for (std::size_t i = 0; i < descs.size(); ++i) {
     const OpDesc& d = descs[i];
-    const PlanChoice plan = choose_schedule(d, profile, model);
+    const PlanChoice plan = choose_schedule(d, profile, model, &planner_cache);
     std::vector<Schedule> top;
     for (const PlanCandidate& c : plan.candidates)
       if (c.schedule.overlap != Overlap::none && int(top.size()) < args.top) top.push_back(c.schedule);
@@ -105,7 +105,7 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
               << "x over serial\n";
   }
   progress.finish();
-  int saved = 1;
+  bool saved = true;
   if (rank == 0) {
     try {
       db.save(args.db);
@@ -113,11 +113,10 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
                 << "COFUSE_TUNING_DB=" << args.db << " or PlannerOptions::tuning_db\n";
     } catch (const Error& e) {
       std::cerr << "cofuse tune: error: " << e.what() << std::endl;
-      saved = 0;
+      saved = false;
     }
   }
-  MPI_Bcast(&saved, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return saved && all_passed ? 0 : 1;
+  return ok_everywhere(saved) && all_passed ? 0 : 1;
 }
 
 }  // namespace
@@ -128,8 +127,9 @@ std::function<int()> add_tune_command(CLI::App& app) {
       "tune", "Measure the planner's best-predicted schedules and serial on this machine (under mpirun) and write\n"
               "the winners to a tuning database the planner consults first. See docs/planner.md.");
   add_list_options(t, args->lists);
-  t->add_option("--profile", args->profile, "The machine's profile: ranks the candidates and names the machine")
-      ->capture_default_str();
+  t->add_option("--profile", args->profile,
+                "The machine's profile: ranks the candidates and names the machine (default $COFUSE_PROFILE, else " +
+                    std::string(config::kProfile) + ")");
   t->add_option("--db", args->db, "The tuning database (JSON) to update")->required();
   t->add_option("--top", args->top, "Best-predicted overlapped schedules to measure beside serial")
       ->check(CLI::Range(1, 64))

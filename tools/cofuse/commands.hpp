@@ -6,7 +6,10 @@
 
 #include <functional>
 
+// The subcommands call the measurement library (src/measure) by its names alone.
+namespace cofuse::measure {}
 namespace cofuse::cli {
+using namespace cofuse::measure;
 
 /// Adds `cofuse run` to app; the returned function runs it after parsing (it initialises MPI).
 std::function<int()> add_run_command(CLI::App& app);
@@ -31,5 +34,8 @@ std::function<int()> add_profile_command(CLI::App& app);
 
 /// Adds `cofuse train-step` (initialises MPI when run).
 std::function<int()> add_train_step_command(CLI::App& app);
+
+/// Adds `cofuse config` (no MPI needed): every setting, its value and where it came from.
+std::function<int()> add_config_command(CLI::App& app);
 
 }  // namespace cofuse::cli

@@ -10,7 +10,10 @@ namespace cofuse::cli {
 int run_with_mpi(const std::string& command, const std::function<int()>& body,
                  std::initializer_list<ErrorCode> same_everywhere) {
   int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    std::cerr << "cofuse " << command << ": error: MPI_Init_thread failed" << std::endl;
+    return 1;
+  }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int exit_code = 0;
@@ -23,6 +26,8 @@ int run_with_mpi(const std::string& command, const std::function<int()>& body,
       return 1;
     }
     std::cerr << "cofuse " << command << ": rank " << rank << ": error: " << e.what() << std::endl;
+    // A bug in cofuse: where it was thrown is what a report needs.
+    if (e.code() == ErrorCode::internal) std::cerr << "  (thrown at " << e.where_string() << ")" << std::endl;
     MPI_Abort(MPI_COMM_WORLD, 1);
   } catch (const std::exception& e) {
     std::cerr << "cofuse " << command << ": rank " << rank << ": error: " << e.what() << std::endl;

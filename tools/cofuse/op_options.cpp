@@ -32,14 +32,14 @@ void add_list_options(CLI::App* app, ListArgs& args, const std::string& m_note) 
   app->add_flag("--trans-b", args.trans_b, "B is stored transposed");
 }
 
-SweepSpec sweep_of(const ListArgs& args) {
-  SweepSpec spec;
-  spec.ops = split_list(args.ops);
-  spec.axes = split_list(args.axes);
-  spec.dtypes = split_list(args.dtypes);
-  spec.m = parse_size_list(args.m, "--m");
-  spec.n = parse_size_list(args.n, "--n");
-  spec.k = parse_size_list(args.k, "--k");
+measure::SweepSpec sweep_of(const ListArgs& args) {
+  measure::SweepSpec spec;
+  spec.ops = measure::split_list(args.ops);
+  spec.axes = measure::split_list(args.axes);
+  spec.dtypes = measure::split_list(args.dtypes);
+  spec.m = measure::parse_size_list(args.m, "--m");
+  spec.n = measure::parse_size_list(args.n, "--n");
+  spec.k = measure::parse_size_list(args.k, "--k");
   spec.trans_a = args.trans_a;
   spec.trans_b = args.trans_b;
   return spec;
@@ -80,12 +80,6 @@ CLI::Validator seed_validator() {
         return std::string();
       },
       "UINT64");
-}
-
-std::string schedule_name(const Schedule& schedule) {
-  for (const Preset& p : presets())
-    if (p.schedule == schedule) return p.name;
-  return schedule.to_string();
 }
 
 }  // namespace cofuse::cli

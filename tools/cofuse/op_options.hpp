@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "bench_sweep.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/schedule.hpp"
+#include "measure/bench_sweep.hpp"
 
 namespace cofuse::cli {
 
@@ -33,7 +33,7 @@ void add_list_options(CLI::App* app, ListArgs& args, const std::string& m_note =
 
 /// The sweep those lists describe (schedules and label left at their defaults). Throws
 /// Error(invalid_argument) naming the option for a malformed size list.
-SweepSpec sweep_of(const ListArgs& args);
+measure::SweepSpec sweep_of(const ListArgs& args);
 
 /// Registers --op --m --n --k --dtype --trans-a --trans-b --axis on a subcommand.
 void add_op_options(CLI::App* app, OpArgs& args);
@@ -47,8 +47,5 @@ CLI::Validator schedule_validator(bool allow_auto = false);
 
 /// A CLI11 validator for --seed: an integer in 0..2^64-1.
 CLI::Validator seed_validator();
-
-/// The preset name of a schedule, or its full string form.
-std::string schedule_name(const Schedule& schedule);
 
 }  // namespace cofuse::cli

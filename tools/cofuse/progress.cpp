@@ -1,14 +1,17 @@
 #include "progress.hpp"
-#include "text.hpp"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <utility>
 
+#include "measure/text.hpp"
+
 namespace cofuse::cli {
 
 namespace {
+
+using measure::steady_seconds;
 
 std::string clock_text(double s) {
   const int t = static_cast<int>(s + 0.5);

@@ -1,0 +1,96 @@
+// cofuse's configuration registry: every COFUSE_* environment variable and every default a
+// setting falls back to, declared once, with its type and what it means. Code reads settings
+// only through the getters here; `cofuse config` prints each entry's effective value and where
+// it came from. The order of precedence is always the same: an explicit value (a flag, a
+// config field) > the environment > the default below.
+//
+// Values are read from the environment on every call, never cached, so a test (or a program)
+// that sets a variable sees the change. A variable that is set but cannot be parsed is an
+// Error(invalid_argument) that names the variable and its value; an empty variable counts as
+// unset. No MPI, no BLAS: this lives in libcofuse_core.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cofuse::config {
+
+// ---------------------------------------------------------------- the defaults, once
+// constexpr so the settings structs (ExecSettings, SimOptions) initialise from them.
+
+/// The machine profile the planner predicts with when no flag or $COFUSE_PROFILE names one.
+/// this-host-shm: the profile measured on the transport ranks of one host use by default
+/// (shared memory), so `cofuse run --schedule auto` plans for the link it is about to use; the
+/// other shipped profiles describe machines (or a shaped link) a user names on purpose.
+inline constexpr std::string_view kProfile = "this-host-shm";
+/// Progress thread poll interval (ExecSettings::poll_us, SimOptions::poll_us), microseconds.
+/// 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks) spinning
+/// cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).
+inline constexpr int kPollUs = 200;
+/// Fused schedules: GEMM rows between two MPI progress calls (ExecSettings::tile_rows,
+/// SimOptions::tile_rows).
+inline constexpr int64_t kTileRows = 64;
+/// Deadline of every call, seconds (ExecSettings::deadline_s < 0 takes it): long enough for
+/// any call this project measures, short enough that a hung job ends within a CI step.
+inline constexpr double kDeadlineS = 600;
+/// What records say about the link when neither --link nor $COFUSE_LINK describes it.
+inline constexpr std::string_view kLinkUndescribed = "not described (pass --link or set COFUSE_LINK)";
+
+// ---------------------------------------------------------------- effective values
+
+/// Where an effective value came from.
+enum class Source { default_value, environment, flag };
+/// "default", "environment" or "flag".
+const char* to_string(Source source);
+
+/// An effective value and where it came from.
+template <typename T>
+struct Setting {
+  T value{};
+  Source source = Source::default_value;
+};
+
+/// The machine profile (a shipped name or a file): `flag` when not empty (a --profile flag,
+/// LinearConfig::profile), else $COFUSE_PROFILE, else kProfile. The one default-profile rule of
+/// `cofuse run/plan/sim/tune --schedule auto` and the layers.
+Setting<std::string> profile(std::string_view flag = {});
+/// The deadline of a call in seconds (0 = none): $COFUSE_DEADLINE_S (a number >= 0), else
+/// kDeadlineS. Error(invalid_argument) for anything else in the variable.
+Setting<double> deadline_s();
+/// The tuning database the planner consults when PlannerOptions::tuning_db is empty:
+/// $COFUSE_TUNING_DB, else "" (none).
+Setting<std::string> tuning_db();
+/// The link in words, kept in bench, profile and train-step records: `flag` when not empty,
+/// else $COFUSE_LINK (bench/netlab sets it), else kLinkUndescribed.
+Setting<std::string> link(std::string_view flag = {});
+/// The MPI tests' random seed: $COFUSE_TEST_SEED (an unsigned integer), else nullopt (a fresh
+/// seed per run). Error(invalid_argument) for anything else in the variable.
+Setting<std::optional<uint64_t>> test_seed();
+
+// ---------------------------------------------------------------- the registry as data
+
+/// One registry entry.
+struct Entry {
+  std::string_view name;         // the setting's name, e.g. "profile"
+  std::string_view variable;     // its environment variable, "" when it has none
+  std::string_view type;         // what a value is, in words
+  std::string default_text;      // the default as text ("" = none), made from the constant above
+  std::string_view description;  // one line: what it does and who reads it
+  /// The effective value as text; `flag` is the explicit value for entries that take one
+  /// (profile, link) and ignored by the others. Throws as the entry's getter does.
+  Setting<std::string> (*effective)(std::string_view flag);
+};
+
+/// Every entry, in a fixed order.
+const std::vector<Entry>& entries();
+
+/// An entry's effective value as text (and where it came from), for `cofuse config`.
+/// name: an entry's name or its variable's name. flag: an explicit value, for entries that
+/// take one (profile, link), ignored by the others. Error(invalid_argument) for an unknown name
+/// or a variable that does not parse.
+Setting<std::string> lookup(std::string_view name, std::string_view flag = {});
+
+}  // namespace cofuse::config

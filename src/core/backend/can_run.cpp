@@ -1,0 +1,125 @@
+// can_run: each backend's rules as data, checked in one place (cofuse/backend.hpp).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cofuse/backend.hpp"
+#include "cofuse/plan.hpp"
+#include "core/stream/stream_program.hpp"
+
+namespace cofuse {
+
+namespace {
+
+struct Rules {
+  std::vector<DType> dtypes;
+  std::vector<CommDriver> drivers;  // what may drive the communication of an overlapped schedule
+  bool fused = false;               // fusion=fused (the compute thread drives communication)
+  // A library collective reduces strided pieces in place. No backend does: MPI_SUM is not
+  // defined on derived datatypes, NCCL takes a pointer and a count, and lowering packs a strided
+  // reduction piece into staging, so data=hetero would silently mean data=uniform.
+  bool strided_reductions = false;
+  bool contiguous_messages = false;  // every message and collective piece is one range (NCCL)
+};
+
+const Rules& rules_of(Backend backend) {
+  static const Rules cpu{{DType::f32, DType::f64}, {CommDriver::thread, CommDriver::inline_}, true};
+  static const Rules local{{DType::f32, DType::f64, DType::bf16, DType::f16}, {CommDriver::ce, CommDriver::sm}, false};
+  static const Rules nccl{{DType::f32, DType::f64, DType::bf16, DType::f16}, {CommDriver::sm}, false, false, true};
+  switch (backend) {
+    case Backend::cpu_mpi: return cpu;
+    case Backend::cuda_local: return local;
+    case Backend::cuda_nccl: return nccl;
+  }
+  return cpu;
+}
+
+template <typename List, typename T>
+bool has(const List& list, T value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+Status invalid(std::string message) { return {ErrorCode::invalid_argument, std::move(message)}; }
+
+// The first piece of a rank's program NCCL cannot move as one range, or "".
+std::string non_contiguous_piece(const detail::StreamOp& op) {
+  using detail::StreamOpKind;
+  const std::string what = "'" + op.label + "': ";
+  switch (op.kind) {
+    case StreamOpKind::send: return op.srcs[0].view.contiguous() ? "" : what + "a strided piece";
+    case StreamOpKind::recv: return op.dst.view.contiguous() ? "" : what + "a strided piece";
+    case StreamOpKind::collective: {
+      const View& x = op.srcs[0].view;
+      const View& z = op.dst.view;
+      if (op.collective == Collective::allgather && !(x.contiguous() && z.contiguous() && op.stride == x.elements()))
+        return what + "ranks' slots are not back to back";
+      if (op.collective == Collective::reduce_scatter && !(x.contiguous() && z.contiguous() && op.stride == z.elements()))
+        return what + "ranks' blocks are not back to back";
+      if (op.collective == Collective::allreduce && !z.contiguous()) return what + "a strided piece";
+      return "";
+    }
+    default: return "";
+  }
+}
+
+}  // namespace
+
+const char* to_string(Backend backend) {
+  switch (backend) {
+    case Backend::cpu_mpi: return "cpu_mpi";
+    case Backend::cuda_local: return "cuda_local";
+    case Backend::cuda_nccl: return "cuda_nccl";
+  }
+  return "unknown";
+}
+
+Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
+  if (Status st = desc.validate(); !st.ok()) return st;
+  if (Status st = s.validate_for(desc); !st.ok()) return st;
+  const Rules& rules = rules_of(backend);
+  const bool cpu = backend == Backend::cpu_mpi;
+
+  if (!has(rules.dtypes, desc.dtype))
+    return invalid(std::string("dtype ") + to_string(desc.dtype) +
+                   " runs on the CUDA executor (cofuse/cuda.hpp); the CPU executor runs f32 and f64");
+  if (cpu && !has(rules.drivers, s.driver))  // serial included: it names engine=thread
+    return invalid(std::string("engine=") + to_string(s.driver) +
+                   " is a GPU engine; the CPU executor runs engine=thread or engine=inline");
+  if (s.overlap == Overlap::none) return Status::Ok();
+
+  if (!cpu && ((s.fusion == Fusion::fused && !rules.fused) || !has(rules_of(Backend::cuda_local).drivers, s.driver)))
+    return invalid("schedule " + s.to_string() +
+                   ": the CUDA executor runs overlapped schedules with fusion=unfused and engine=ce (copy engines) or "
+                   "engine=sm; engine=" + to_string(s.driver) + " and fusion=fused are CPU engines");
+  if (!has(rules.drivers, s.driver))
+    return invalid("schedule " + s.to_string() +
+                   ": engine=ce between processes (CUDA IPC or NCCL window copies) is not built yet; use engine=sm (NCCL)");
+
+  const bool reduces = desc.op != OpKind::ag_gemm;
+  if (!rules.strided_reductions && reduces && s.algo == Algo::coll && s.split == Split::d2 && s.data == DataMode::hetero) {
+    const std::string name = "schedule " + s.to_string() + " for " + to_string(desc.op) + ": ";
+    if (cpu)
+      return invalid(name + "MPI reductions accept only contiguous data of an intrinsic type (MPI_SUM is not defined on "
+                            "derived datatypes), so strided 2d tiles cannot be reduced in place: use data=uniform "
+                            "(pack first) or algo=ring/direct");
+    return invalid(name + "GPU reductions take contiguous pieces, so strided 2d tiles cannot be reduced in place: use "
+                          "data=uniform (pack first) or algo=ring/direct");
+  }
+
+  if (rules.contiguous_messages)
+    for (int rank = 0; rank < desc.ranks; ++rank)
+      for (const detail::StreamOp& op : detail::build_rank_program(lower(desc, s, rank), 1).ops)
+        if (const std::string piece = non_contiguous_piece(op); !piece.empty())
+          return invalid("schedule " + s.to_string() + ": " + piece +
+                         ", and NCCL moves contiguous buffers: use data=uniform (packs them) or split=1d");
+  return Status::Ok();
+}
+
+Status can_run_anywhere(const OpDesc& desc, const Schedule& schedule) {
+  const Status cpu = can_run(Backend::cpu_mpi, desc, schedule);
+  if (cpu.ok()) return cpu;
+  // cuda_nccl's rules are cuda_local's and more: asking cuda_local answers for both.
+  return can_run(Backend::cuda_local, desc, schedule).ok() ? Status::Ok() : cpu;
+}
+
+}  // namespace cofuse

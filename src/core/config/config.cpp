@@ -1,0 +1,132 @@
+// The configuration registry (include/cofuse/config.hpp): the table of entries and one getter
+// per entry, all reading the environment through variable() below.
+#include "cofuse/config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "cofuse/status.hpp"
+
+namespace cofuse::config {
+
+namespace {
+
+// The variable's value, or nullopt when unset or empty (an empty variable counts as unset, so
+// `COFUSE_PROFILE= cofuse ...` gets the default).
+std::optional<std::string> variable(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  return std::string(value);
+}
+
+Error bad_value(const char* name, const std::string& value, const char* wanted) {
+  return Error(ErrorCode::invalid_argument, std::string(name) + "='" + value + "' is not " + wanted);
+}
+
+// A text setting: flag, else the variable, else the default.
+Setting<std::string> text(std::string_view flag, const char* name, std::string_view fallback) {
+  if (!flag.empty()) return {std::string(flag), Source::flag};
+  if (auto env = variable(name)) return {*env, Source::environment};
+  return {std::string(fallback), Source::default_value};
+}
+
+std::string number_text(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+const char* to_string(Source source) {
+  switch (source) {
+    case Source::default_value: return "default";
+    case Source::environment: return "environment";
+    case Source::flag: return "flag";
+  }
+  return "";
+}
+
+Setting<std::string> profile(std::string_view flag) { return text(flag, "COFUSE_PROFILE", kProfile); }
+
+Setting<double> deadline_s() {
+  const auto env = variable("COFUSE_DEADLINE_S");
+  if (!env) return {kDeadlineS, Source::default_value};
+  char* end = nullptr;
+  const double v = std::strtod(env->c_str(), &end);
+  // Infinity is refused too: 0 already means "no deadline", and an infinite one would overflow
+  // the watchdog's clock arithmetic.
+  if (end == env->c_str() || *end != '\0' || !(v >= 0) || !std::isfinite(v))
+    throw bad_value("COFUSE_DEADLINE_S", *env, "a number of seconds >= 0 (0 = no deadline)");
+  return {v, Source::environment};
+}
+
+Setting<std::string> tuning_db() { return text({}, "COFUSE_TUNING_DB", ""); }
+
+Setting<std::string> link(std::string_view flag) { return text(flag, "COFUSE_LINK", kLinkUndescribed); }
+
+Setting<std::optional<uint64_t>> test_seed() {
+  const auto env = variable("COFUSE_TEST_SEED");
+  if (!env) return {std::nullopt, Source::default_value};
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(env->c_str(), &end, 10);
+  if (end == env->c_str() || *end != '\0' || errno == ERANGE || env->front() == '-')
+    throw bad_value("COFUSE_TEST_SEED", *env, "an unsigned 64-bit integer");
+  return {uint64_t(v), Source::environment};
+}
+
+namespace {
+
+// Each entry's effective value as text, for lookup() and `cofuse config`.
+Setting<std::string> profile_text(std::string_view flag) { return profile(flag); }
+Setting<std::string> tuning_db_text(std::string_view) { return tuning_db(); }
+Setting<std::string> link_text(std::string_view flag) { return link(flag); }
+Setting<std::string> deadline_text(std::string_view) {
+  const Setting<double> s = deadline_s();
+  return {number_text(s.value), s.source};
+}
+Setting<std::string> poll_us_text(std::string_view) { return {std::to_string(kPollUs), Source::default_value}; }
+Setting<std::string> tile_rows_text(std::string_view) { return {std::to_string(kTileRows), Source::default_value}; }
+Setting<std::string> test_seed_text(std::string_view) {
+  const Setting<std::optional<uint64_t>> s = test_seed();
+  return {s.value ? std::to_string(*s.value) : "(a fresh seed per run)", s.source};
+}
+
+}  // namespace
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> table = {
+      {"profile", "COFUSE_PROFILE", "profile name or file", std::string(kProfile),
+       "machine profile of the planner (run/plan --schedule auto, sim, tune, the layers); this-host-shm is the "
+       "profile of the host's own default transport (shared memory), so auto plans for the link it runs on",
+       profile_text},
+      {"deadline_s", "COFUSE_DEADLINE_S", "seconds >= 0 (0 = none)", number_text(kDeadlineS),
+       "deadline of every call (ExecSettings::deadline_s < 0, cofuse run --deadline); past it the job is aborted",
+       deadline_text},
+      {"tuning_db", "COFUSE_TUNING_DB", "file", "",
+       "tuning database the planner consults first when PlannerOptions::tuning_db / --tuning-db is empty",
+       tuning_db_text},
+      {"link", "COFUSE_LINK", "text", std::string(kLinkUndescribed),
+       "the link in words, kept in bench, profile and train-step records (--link; bench/netlab sets it)", link_text},
+      {"poll_us", "", "microseconds >= 0", std::to_string(kPollUs),
+       "progress thread poll interval (ExecSettings/SimOptions::poll_us, --poll-us); no variable", poll_us_text},
+      {"tile_rows", "", "rows >= 1", std::to_string(kTileRows),
+       "fused schedules: GEMM rows between MPI progress calls (ExecSettings/SimOptions::tile_rows, --tile-rows); "
+       "no variable",
+       tile_rows_text},
+      {"test_seed", "COFUSE_TEST_SEED", "unsigned integer", "(a fresh seed per run)",
+       "random seed of the MPI tests (tests/mpi), to repeat a failing run", test_seed_text},
+  };
+  return table;
+}
+
+Setting<std::string> lookup(std::string_view name, std::string_view flag) {
+  for (const Entry& e : entries())
+    if (e.name == name || (!e.variable.empty() && e.variable == name)) return e.effective(flag);
+  throw Error(ErrorCode::invalid_argument, "no configuration entry '" + std::string(name) + "'");
+}
+
+}  // namespace cofuse::config

@@ -1,0 +1,180 @@
+// Lowering of ag_gemm (gather axis m or k): the shards of A move, C is computed from them.
+//
+//   axis m: shard j is rows block j of op(A);   C[rows of shard j] = op(A_j) · op(B_r)
+//   axis k: shard j is column block j of op(A); C += op(A_j) · op(B_r)[rows block j]
+//
+// Every rank first computes with its own shard (no communication needed), then with each
+// arriving piece. The gathered operand G (stored like A) receives every shard: the caller's
+// buffer or the plan's workspace.
+#include <set>
+
+#include "core/plan/builder.hpp"
+
+namespace cofuse::detail {
+
+namespace {
+
+// "send shard 2 piece 1": the labels a plan dump and a trace show.
+std::string name(const char* what, int index, int piece) { return task_label(what, "shard", index, piece); }
+
+}  // namespace
+
+Plan lower_gather(PlanBuilder& pb) {
+  const OpDesc& d = pb.desc();
+  const Schedule& s = pb.schedule();
+  const int P = d.ranks, r = pb.rank();
+  const bool axis_m = d.axis == Axis::m;
+  const int64_t a_rows = axis_m ? d.m / P : d.m, a_cols = axis_m ? d.k : d.k / P;  // op(A_j)
+  const int64_t n_loc = d.n / P;
+  const int64_t ldA = d.trans_a ? a_rows : a_cols;
+  const int64_t ldG = d.trans_a ? d.m : d.k;
+  const int64_t ldB = d.trans_b ? d.k : n_loc;
+  const int64_t ldC = n_loc;
+  // G goes at the end of the workspace, so a caller who passes its own gathered buffer needs
+  // only the part before it (Plan::gathered_offset).
+  auto finish = [&](const char* order) {
+    pb.plan().gathered_offset = pb.alloc(d.m * d.k);
+    return pb.finish(order);
+  };
+
+  // Shard j in op(G) coordinates, and the distance between consecutive shards in stored G.
+  auto shard_row0 = [&](int j) { return axis_m ? j * a_rows : int64_t(0); };
+  auto shard_col0 = [&](int j) { return axis_m ? int64_t(0) : j * a_cols; };
+  const int64_t shard_stride = axis_m ? (d.trans_a ? a_rows : a_rows * ldG) : (d.trans_a ? a_cols * ldG : a_cols);
+  auto g_view = [&](int j, const Piece& q) {
+    return op_view(Buf::gathered, 0, ldG, d.trans_a, {shard_row0(j) + q.rows.begin, q.rows.size},
+                   {shard_col0(j) + q.cols.begin, q.cols.size});
+  };
+  auto a_view = [&](const Piece& q) { return op_view(Buf::a, 0, ldA, d.trans_a, q.rows, q.cols); };
+  auto staging = [&](const View& like) {
+    return dense_view(Buf::work, pb.alloc(like.elements()), like.rows, like.cols, like.cols);
+  };
+
+  // The first GEMM into a row range of C overwrites it; later ones (more shards along k, more
+  // tiles along k in 2d) accumulate. Row ranges are keyed by their first row of C.
+  std::set<int64_t> written;
+  auto gemm = [&](int j, int qi, const Piece& q, View x, std::vector<int> deps, int step) {
+    const int64_t c_row0 = axis_m ? shard_row0(j) + q.rows.begin : q.rows.begin;
+    const Range k_range = axis_m ? q.cols : Range{shard_col0(j) + q.cols.begin, q.cols.size};
+    const View z = dense_view(Buf::c, c_row0 * ldC, q.rows.size, n_loc, ldC);
+    const View y = op_view(Buf::b, 0, ldB, d.trans_b, k_range, {0, n_loc});
+    const bool accumulate = !written.insert(c_row0).second;
+    return pb.gemm(name("gemm", j, qi), z, x, d.trans_a, y, d.trans_b, accumulate, std::move(deps), step, qi);
+  };
+
+  if (s.overlap == Overlap::none) {
+    // The unfused baseline: one allgather of whole shards straight into G (a strided datatype
+    // where shards are column blocks of G), then one GEMM over all of G.
+    const Piece whole{{0, a_rows}, {0, a_cols}};
+    const int coll = pb.collective("allgather", Collective::allgather, a_view(whole), g_view(0, whole), shard_stride, {}, 0);
+    const View g = op_view(Buf::gathered, 0, ldG, d.trans_a, {0, d.m}, {0, d.k});
+    pb.gemm("gemm all", dense_view(Buf::c, 0, d.m, n_loc, ldC), g, d.trans_a,
+            op_view(Buf::b, 0, ldB, d.trans_b, {0, d.k}, {0, n_loc}), d.trans_b, false, {coll}, 0, 0);
+    return finish("one collective, then one GEMM");
+  }
+
+  const std::vector<Piece> pieces = cut(a_rows, a_cols, s);
+  const int np = static_cast<int>(pieces.size());
+  const bool uniform = s.data == DataMode::uniform;
+
+  // Own shard first: its GEMMs need no communication at all.
+  for (int qi = 0; qi < np; ++qi) gemm(r, qi, pieces[qi], a_view(pieces[qi]), {}, 0);
+
+  // Where each own piece is sent from: A itself, or (uniform, strided) a packed copy.
+  std::vector<View> own_src(np);
+  std::vector<std::vector<int>> own_dep(np);
+  for (int qi = 0; qi < np; ++qi) {
+    own_src[qi] = a_view(pieces[qi]);
+    if (uniform && !own_src[qi].contiguous()) {
+      const View packed = staging(own_src[qi]);
+      own_dep[qi] = {pb.copy(TaskKind::pack, name("pack", r, qi), own_src[qi], packed, {}, 0, qi)};
+      own_src[qi] = packed;
+    }
+  }
+
+  // Receives piece qi of shard j into G: directly (hetero, or contiguous), or into staging and
+  // then unpacked (uniform). Returns where the piece can be forwarded from, the task that makes
+  // it available there, and the task after which it sits in G.
+  struct Arrival {
+    View forward_from;
+    int forward_ready;
+    int in_g;
+  };
+  auto receive = [&](int j, int qi, int peer, int tag, int step) {
+    const View g = g_view(j, pieces[qi]);
+    if (uniform && !g.contiguous()) {
+      const View slot = staging(g);
+      const int rv = pb.recv(name("recv", j, qi), slot, peer, tag, {}, step, qi);
+      const int up = pb.copy(TaskKind::unpack, name("unpack", j, qi), slot, g, {rv}, step, qi);
+      return Arrival{slot, rv, up};
+    }
+    const int rv = pb.recv(name("recv", j, qi), g, peer, tag, {}, step, qi);
+    return Arrival{g, rv, rv};
+  };
+  auto place_own_shard = [&] {
+    const Piece whole{{0, a_rows}, {0, a_cols}};
+    pb.copy(TaskKind::unpack, "place own shard in G", a_view(whole), g_view(r, whole), {}, 0, 0);
+  };
+  auto tag = [&](int step, int qi) { return step * np + qi; };
+
+  if (s.algo == Algo::coll) {
+    for (int qi = 0; qi < np; ++qi) {
+      const View g0 = g_view(0, pieces[qi]);
+      std::vector<int> ready(P);
+      if (uniform && !g0.contiguous()) {
+        const int64_t e = g0.elements();
+        const View slots = dense_view(Buf::work, pb.alloc(e * P), g0.rows, g0.cols, g0.cols);
+        const int coll = pb.collective("allgather piece " + std::to_string(qi), Collective::allgather, own_src[qi], slots,
+                                       e, own_dep[qi], qi);
+        for (int j = 0; j < P; ++j) {
+          View slot = slots;
+          slot.offset += j * e;
+          ready[j] = pb.copy(TaskKind::unpack, name("unpack", j, qi), slot, g_view(j, pieces[qi]), {coll}, 0, qi);
+        }
+      } else {
+        const int coll = pb.collective("allgather piece " + std::to_string(qi), Collective::allgather, own_src[qi], g0,
+                                       shard_stride, own_dep[qi], qi);
+        ready.assign(P, coll);
+      }
+      for (int j = 0; j < P; ++j)
+        if (j != r) gemm(j, qi, pieces[qi], g_view(j, pieces[qi]), {ready[j]}, 0);
+    }
+    return finish("one collective per piece, posted in the same piece order on every rank");
+  }
+
+  if (s.algo == Algo::ring) {
+    const int left = (r - 1 + P) % P, right = (r + 1) % P;
+    std::vector<View> src = own_src;
+    std::vector<std::vector<int>> src_dep = own_dep;
+    for (int step = 1; step < P; ++step) {
+      const int j = (r - step + P) % P;  // the shard arriving from the left at this step
+      std::vector<Arrival> arrived;
+      for (int qi = 0; qi < np; ++qi) arrived.push_back(receive(j, qi, left, tag(step, qi), step));
+      for (int qi = 0; qi < np; ++qi)
+        pb.send(name("send", (j + 1) % P, qi), src[qi], right, tag(step, qi), src_dep[qi], step, qi);
+      for (int qi = 0; qi < np; ++qi) {
+        src[qi] = arrived[qi].forward_from;
+        src_dep[qi] = {arrived[qi].forward_ready};
+        gemm(j, qi, pieces[qi], g_view(j, pieces[qi]), {arrived[qi].in_g}, step);
+      }
+    }
+    place_own_shard();
+    return finish("ring: at step s rank r receives shard (r-s) mod P from rank r-1 and forwards shard "
+                     "(r-s+1) mod P to rank r+1; each message has its own tag (step, piece), so the "
+                     "order in which non-blocking operations are posted cannot deadlock");
+  }
+
+  // direct: every rank sends its own pieces straight to every peer, staggered by rank.
+  for (int step = 1; step < P; ++step) {
+    const int to = (r + step) % P, from = (r - step + P) % P;
+    for (int qi = 0; qi < np; ++qi) pb.send(name("send", r, qi), own_src[qi], to, tag(step, qi), own_dep[qi], step, qi);
+    std::vector<Arrival> arrived;
+    for (int qi = 0; qi < np; ++qi) arrived.push_back(receive(from, qi, from, tag(step, qi), step));
+    for (int qi = 0; qi < np; ++qi) gemm(from, qi, pieces[qi], g_view(from, pieces[qi]), {arrived[qi].in_g}, step);
+  }
+  place_own_shard();
+  return finish("direct, staggered: at step s rank r sends to rank r+s and receives from rank r-s, so "
+                   "no link carries two shards at once; tags (step, piece) make posting order irrelevant");
+}
+
+}  // namespace cofuse::detail

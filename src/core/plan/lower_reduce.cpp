@@ -1,0 +1,227 @@
+// Lowering of gemm_rs (scatter axis m or n) and gemm_ar: partial products move and are summed.
+//
+// The full product S = Σ_j op(A_j)·op(B_j) [M, N] is cut into P blocks: rows blocks
+// (gemm_rs axis m, and gemm_ar), or column blocks (gemm_rs axis n). Rank b owns the sum of
+// block b; gemm_ar then also gathers every block onto every rank. Each block is cut into pieces
+// by the schedule. Partials live in the plan's workspace in whatever layout suits the message,
+// so only the caller's C can be strided (2d tiles, or column blocks of gemm_ar's C).
+#include "core/plan/builder.hpp"
+
+namespace cofuse::detail {
+
+namespace {
+
+// "send block 2 piece 1": the labels a plan dump and a trace show.
+std::string name(const char* what, int index, int piece) { return task_label(what, "block", index, piece); }
+
+}  // namespace
+
+Plan lower_reduce(PlanBuilder& pb) {
+  const OpDesc& d = pb.desc();
+  const Schedule& s = pb.schedule();
+  const int P = d.ranks, r = pb.rank();
+  const bool all_reduce = d.op == OpKind::gemm_ar;
+  const bool col_blocks = d.op == OpKind::gemm_rs && d.axis == Axis::n;
+  const int64_t k_loc = d.k / P;
+  const int64_t ldA = d.trans_a ? d.m : k_loc;
+  const int64_t ldB = d.trans_b ? k_loc : d.n;
+  const bool uniform = s.data == DataMode::uniform;
+
+  // Block b of S in S's coordinates. gemm_ar's blocks may be uneven (M need not divide P).
+  auto block_rows = [&](int b) { return col_blocks ? Range{0, d.m} : split_range(d.m, P, b); };
+  auto block_cols = [&](int b) { return col_blocks ? split_range(d.n, P, b) : Range{0, d.n}; };
+  auto pieces_of = [&](int b) { return cut(block_rows(b).size, block_cols(b).size, s); };
+
+  // Where piece q of block b ends up in the caller's C: C_r is just block r (gemm_rs), or all of S (gemm_ar).
+  const int64_t ldC = all_reduce ? d.n : (col_blocks ? d.n / P : d.n);
+  auto c_view = [&](int b, const Piece& q) {
+    const int64_t row0 = all_reduce ? block_rows(b).begin : 0;
+    const int64_t col0 = all_reduce ? block_cols(b).begin : 0;
+    return dense_view(Buf::c, (row0 + q.rows.begin) * ldC + col0 + q.cols.begin, q.rows.size, q.cols.size, ldC);
+  };
+  auto slot = [&](int64_t rows, int64_t cols) { return dense_view(Buf::work, pb.alloc(rows * cols), rows, cols, cols); };
+
+  // The local partial of region (rows, cols) of S into z.
+  auto partial = [&](const std::string& label, View z, Range rows, Range cols, std::vector<int> deps, int step, int qi) {
+    const View x = op_view(Buf::a, 0, ldA, d.trans_a, rows, {0, k_loc});
+    const View y = op_view(Buf::b, 0, ldB, d.trans_b, {0, k_loc}, cols);
+    return pb.gemm(label, z, x, d.trans_a, y, d.trans_b, false, std::move(deps), step, qi);
+  };
+  auto partial_of = [&](const std::string& label, View z, int b, const Piece& q, std::vector<int> deps, int step, int qi) {
+    return partial(label, z, {block_rows(b).begin + q.rows.begin, q.rows.size},
+                   {block_cols(b).begin + q.cols.begin, q.cols.size}, std::move(deps), step, qi);
+  };
+
+  // ---- algo=coll (and overlap=none, the baseline): one library collective per piece ----
+  if (s.algo == Algo::coll) {
+    if (all_reduce) {
+      // Pieces of the whole C; each is computed, then all-reduced in place (or packed first).
+      const std::vector<Piece> pieces = cut(d.m, d.n, s);
+      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+        const Piece& q = pieces[qi];
+        const View c = dense_view(Buf::c, q.rows.begin * ldC + q.cols.begin, q.rows.size, q.cols.size, ldC);
+        if (c.contiguous()) {
+          const int g = partial("gemm piece " + std::to_string(qi), c, q.rows, q.cols, {}, 0, qi);
+          pb.collective("allreduce piece " + std::to_string(qi), Collective::allreduce, c, c, 0, {g}, qi);
+        } else {  // uniform (can_run refuses hetero here on every backend): compute into staging, reduce, unpack
+          const View st = slot(q.rows.size, q.cols.size);
+          const int g = partial("gemm piece " + std::to_string(qi), st, q.rows, q.cols, {}, 0, qi);
+          const int a = pb.collective("allreduce piece " + std::to_string(qi), Collective::allreduce, st, st, 0, {g}, qi);
+          pb.copy(TaskKind::unpack, "unpack piece " + std::to_string(qi), st, c, {a}, 0, qi);
+        }
+      }
+      return pb.finish(s.overlap == Overlap::none ? "one GEMM, then one all-reduce"
+                                                  : "one all-reduce per piece, in the same piece order on every rank");
+    }
+    // gemm_rs: for piece q, every block's piece goes into P adjacent slots, so one
+    // reduce-scatter hands rank b the sum of its own block's piece.
+    const std::vector<Piece> pieces = pieces_of(0);  // all blocks have the same shape here
+    for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+      const Piece& q = pieces[qi];
+      const int64_t e = q.rows.size * q.cols.size;
+      const View slots = slot(q.rows.size * P, q.cols.size);
+      std::vector<int> gemms;
+      const bool one_gemm = !col_blocks && pieces.size() == 1;  // rows blocks of S stacked = S itself
+      if (one_gemm) {
+        gemms.push_back(partial("gemm all blocks", slots, {0, d.m}, {0, d.n}, {}, 0, qi));
+      } else {
+        for (int b = 0; b < P; ++b) {
+          View z = dense_view(Buf::work, slots.offset + b * e, q.rows.size, q.cols.size, q.cols.size);
+          gemms.push_back(partial_of(name("gemm", b, qi), z, b, q, {}, 0, qi));
+        }
+      }
+      const View c = c_view(r, q);
+      View first = dense_view(Buf::work, slots.offset, q.rows.size, q.cols.size, q.cols.size);
+      if (c.contiguous()) {
+        pb.collective("reduce-scatter piece " + std::to_string(qi), Collective::reduce_scatter, first, c, e, gemms, qi);
+      } else {
+        const View st = slot(q.rows.size, q.cols.size);
+        const int rs = pb.collective("reduce-scatter piece " + std::to_string(qi), Collective::reduce_scatter, first, st,
+                                     e, gemms, qi);
+        pb.copy(TaskKind::unpack, "unpack piece " + std::to_string(qi), st, c, {rs}, 0, qi);
+      }
+    }
+    return pb.finish(s.overlap == Overlap::none ? "GEMM, then one reduce-scatter"
+                                                : "one reduce-scatter per piece, in the same piece order on every rank");
+  }
+
+  // ---- reduce phase by point-to-point: ring or direct. final[b][q]: task after which piece q
+  // of this rank's block holds the complete sum (only b == r is filled). ----
+  const int np_max = [&] {
+    int most = 0;
+    for (int b = 0; b < P; ++b) most = std::max(most, static_cast<int>(pieces_of(b).size()));
+    return most;
+  }();
+  auto tag = [&](int phase, int step, int qi) { return (phase * P + step) * np_max + qi; };
+  const std::vector<Piece> own_pieces = pieces_of(r);
+  std::vector<int> final_task(own_pieces.size(), -1);
+
+  if (s.algo == Algo::ring) {
+    // At step s rank r works on block (r-s-1) mod P: it computes its partial just in time, adds
+    // the running sum arriving from the left, and passes it right. At step P-1 the block is r's
+    // own, and the sum lands in C.
+    const int left = (r - 1 + P) % P, right = (r + 1) % P;
+    for (int step = 0; step < P; ++step) {
+      const int b = ((r - step - 1) % P + 2 * P) % P;
+      const std::vector<Piece> pieces = pieces_of(b);
+      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+        const Piece& q = pieces[qi];
+        const bool last = step == P - 1;
+        const View target = last ? c_view(r, q) : slot(q.rows.size, q.cols.size);
+        std::vector<int> ready = {partial_of(name("gemm", b, qi), target, b, q, {}, step, qi)};
+        if (step > 0) {
+          const View incoming = slot(q.rows.size, q.cols.size);
+          const int rv = pb.recv(name("recv", b, qi), incoming, left, tag(0, step, qi), {}, step, qi);
+          ready = {pb.reduce(name("reduce", b, qi), target, incoming, {ready[0], rv}, step, qi)};
+        }
+        if (last) final_task[qi] = ready[0];
+        else pb.send(name("send", b, qi), target, right, tag(0, step + 1, qi), ready, step, qi);
+      }
+    }
+  } else {
+    // direct: partials of every other block go straight to their owner, staggered by rank;
+    // the owner adds the P-1 arrivals into its own partial in step order (deterministic).
+    std::vector<std::vector<int>> arrivals(own_pieces.size());
+    std::vector<std::vector<View>> incoming(own_pieces.size());
+    for (int step = 1; step < P; ++step) {
+      const int to = (r + step) % P, from = (r - step + P) % P;
+      const std::vector<Piece> pieces = pieces_of(to);
+      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+        const View out = slot(pieces[qi].rows.size, pieces[qi].cols.size);
+        const int g = partial_of(name("gemm", to, qi), out, to, pieces[qi], {}, step, qi);
+        pb.send(name("send", to, qi), out, to, tag(0, step, qi), {g}, step, qi);
+      }
+      for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
+        incoming[qi].push_back(slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size));
+        arrivals[qi].push_back(pb.recv(name("recv", r, qi), incoming[qi].back(), from, tag(0, step, qi), {}, step, qi));
+      }
+    }
+    for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
+      int last = partial_of(name("gemm", r, qi), c_view(r, own_pieces[qi]), r, own_pieces[qi], {}, 0, qi);
+      for (std::size_t i = 0; i < arrivals[qi].size(); ++i)
+        last = pb.reduce(name("reduce", r, qi), c_view(r, own_pieces[qi]), incoming[qi][i], {last, arrivals[qi][i]},
+                         static_cast<int>(i) + 1, qi);
+      final_task[qi] = last;
+    }
+  }
+  if (!all_reduce)
+    return pb.finish(s.algo == Algo::ring
+                         ? "reduce-scatter ring: at step s rank r sums block (r-s-1) mod P and passes it to r+1; "
+                           "tags (step, piece) make posting order irrelevant"
+                         : "direct, staggered: at step s rank r sends its partial of block r+s to rank r+s and "
+                           "receives one of its own block from rank r-s; arrivals are added in step order");
+
+  // ---- gemm_ar: gather the summed blocks onto every rank, straight into C ----
+  // A piece of C is strided for 2d tiles: hetero moves it with a datatype, uniform packs it.
+  auto sendable = [&](int b, int qi, const Piece& q, std::vector<int> deps, int step) {
+    const View c = c_view(b, q);
+    if (!uniform || c.contiguous()) return std::make_pair(c, deps);
+    const View st = slot(c.rows, c.cols);
+    return std::make_pair(st, std::vector<int>{pb.copy(TaskKind::pack, name("pack", b, qi), c, st, deps, step, qi)});
+  };
+  auto receive = [&](int b, int qi, const Piece& q, int peer, int tg, int step) {
+    const View c = c_view(b, q);
+    if (!uniform || c.contiguous()) {
+      const int rv = pb.recv(name("recv sum", b, qi), c, peer, tg, {}, step, qi);
+      return std::make_pair(c, rv);
+    }
+    const View st = slot(c.rows, c.cols);
+    const int rv = pb.recv(name("recv sum", b, qi), st, peer, tg, {}, step, qi);
+    pb.copy(TaskKind::unpack, name("unpack", b, qi), st, c, {rv}, step, qi);
+    return std::make_pair(st, rv);
+  };
+  if (s.algo == Algo::ring) {
+    const int left = (r - 1 + P) % P, right = (r + 1) % P;
+    // What this rank forwards at the next step: its own sums first, then what it just received.
+    std::vector<std::pair<View, std::vector<int>>> fwd;
+    for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
+      fwd.push_back(sendable(r, qi, own_pieces[qi], {final_task[qi]}, 0));
+    for (int step = 1; step < P; ++step) {
+      const int b = (r - step + P) % P, sent = (b + 1) % P;
+      const std::vector<Piece> in = pieces_of(b);
+      for (int qi = 0; qi < static_cast<int>(fwd.size()); ++qi)
+        pb.send(name("send sum", sent, qi), fwd[qi].first, right, tag(1, step, qi), fwd[qi].second, step, qi);
+      fwd.clear();
+      for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) {
+        auto [where, rv] = receive(b, qi, in[qi], left, tag(1, step, qi), step);
+        fwd.push_back({where, {rv}});
+      }
+    }
+    return pb.finish("all-reduce as a reduce-scatter ring then an all-gather ring over row blocks of C; "
+                     "tags (phase, step, piece) make posting order irrelevant");
+  }
+  std::vector<std::pair<View, std::vector<int>>> own;
+  for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
+    own.push_back(sendable(r, qi, own_pieces[qi], {final_task[qi]}, 0));
+  for (int step = 1; step < P; ++step) {
+    const int to = (r + step) % P, from = (r - step + P) % P;
+    for (int qi = 0; qi < static_cast<int>(own.size()); ++qi)
+      pb.send(name("send sum", r, qi), own[qi].first, to, tag(1, step, qi), own[qi].second, step, qi);
+    const std::vector<Piece> in = pieces_of(from);
+    for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) receive(from, qi, in[qi], from, tag(1, step, qi), step);
+  }
+  return pb.finish("all-reduce as a direct reduce-scatter then a direct all-gather, staggered by rank; "
+                   "tags (phase, step, piece) make posting order irrelevant");
+}
+
+}  // namespace cofuse::detail

@@ -1,0 +1,205 @@
+// Schedule: string form, presets, validation against an op, enumeration of the space.
+#include "cofuse/schedule.hpp"
+
+#include "cofuse/backend.hpp"
+
+#include <array>
+#include <charconv>
+#include <set>
+
+#include "core/exec_model/engines.hpp"
+
+namespace cofuse {
+
+const char* to_string(Overlap v) { return v == Overlap::none ? "none" : v == Overlap::shard ? "shard" : "chunk"; }
+const char* to_string(Split v) { return v == Split::d1 ? "1d" : "2d"; }
+const char* to_string(DataMode v) { return v == DataMode::uniform ? "uniform" : "hetero"; }
+const char* to_string(Fusion v) { return v == Fusion::unfused ? "unfused" : "fused"; }
+const char* to_string(CommDriver v) {
+  switch (v) {
+    case CommDriver::thread: return "thread";
+    case CommDriver::inline_: return "inline";
+    case CommDriver::ce: return "ce";
+    case CommDriver::sm: return "sm";
+  }
+  return "?";
+}
+const char* to_string(Algo v) { return v == Algo::coll ? "coll" : v == Algo::ring ? "ring" : "direct"; }
+
+namespace {
+
+// Looks text up among an enum's values by their printed names.
+template <typename E, std::size_t N>
+std::optional<E> lookup(std::string_view text, const std::array<E, N>& values) {
+  for (E v : values)
+    if (text == to_string(v)) return v;
+  return std::nullopt;
+}
+
+template <typename E, std::size_t N>
+std::string choices(const std::array<E, N>& values) {
+  std::string out;
+  for (E v : values) out += std::string(out.empty() ? "" : " | ") + to_string(v);
+  return out;
+}
+
+constexpr std::array kOverlaps{Overlap::none, Overlap::shard, Overlap::chunk};
+constexpr std::array kSplits{Split::d1, Split::d2};
+constexpr std::array kData{DataMode::uniform, DataMode::hetero};
+constexpr std::array kFusions{Fusion::unfused, Fusion::fused};
+constexpr std::array kDrivers{CommDriver::thread, CommDriver::inline_, CommDriver::ce, CommDriver::sm};
+constexpr std::array kAlgos{Algo::coll, Algo::ring, Algo::direct};
+constexpr int kMaxChunks = 65536;
+
+Schedule make(Overlap o, int chunks, Split s, DataMode d, Fusion f, CommDriver e, Algo a) {
+  return Schedule{o, chunks, s, d, f, e, a};
+}
+
+Status invalid(const std::string& what) { return Status(ErrorCode::invalid_argument, what); }
+
+}  // namespace
+
+std::string Schedule::to_string() const {
+  return std::string("overlap=") + cofuse::to_string(overlap) + ",chunks=" + std::to_string(chunks) +
+         ",split=" + cofuse::to_string(split) + ",data=" + cofuse::to_string(data) +
+         ",fusion=" + cofuse::to_string(fusion) + ",engine=" + cofuse::to_string(driver) +
+         ",algo=" + cofuse::to_string(algo);
+}
+
+bool Schedule::separate_comm_engine() const { return detail::engine_rules(*this).separate_comm_driver; }
+
+Schedule serial_schedule() { return Schedule{}; }
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> all = [] {
+    using O = Overlap;
+    std::vector<Preset> p = {
+        {"serial", serial_schedule(), "the unfused baseline: whole collective, whole GEMM"},
+        {"shard", make(O::shard, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
+         "one ring step per peer shard, progress thread (FiCCO's shard-overlap baseline)"},
+    };
+    // FiCCO's named points: {uniform, hetero} x {unfused, fused} x {1d, 2d}, 4 chunks, ring.
+    for (DataMode d : kData)
+      for (Fusion f : kFusions)
+        for (Split s : kSplits) {
+          const std::string name = std::string(to_string(d)) + "-" + to_string(f) + "-" + to_string(s);
+          const CommDriver e = f == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
+          p.push_back({name, make(O::chunk, 4, s, d, f, e, Algo::ring),
+                       std::string(d == DataMode::uniform ? "packed" : "strided") + " pieces, " +
+                           (f == Fusion::fused ? "GEMM tiles interleaved with MPI progress on one thread"
+                                               : "GEMM and a progress thread") +
+                           ", " + (s == Split::d1 ? "row" : "tile") + " chunks, ring"});
+        }
+    return p;
+  }();
+  return all;
+}
+
+std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
+  auto fail = [&](const std::string& why) -> std::optional<Schedule> {
+    if (error) *error = invalid("schedule '" + std::string(text) + "': " + why);
+    return std::nullopt;
+  };
+  if (text.empty()) return fail("empty; give a preset name or key=value pairs");
+  Schedule s;
+  std::set<std::string> seen;
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view token = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    start = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
+    if (token.empty()) return fail("empty field (two commas, or a trailing comma)");
+    const std::size_t eq = token.find('=');
+    if (eq == std::string_view::npos) {
+      if (!first) return fail("'" + std::string(token) + "' is not key=value (a preset name may only come first)");
+      bool found = false;
+      for (const Preset& p : presets())
+        if (token == p.name) {
+          s = p.schedule;
+          found = true;
+        }
+      if (!found) {
+        std::string names;
+        for (const Preset& p : presets()) names += (names.empty() ? "" : ", ") + p.name;
+        return fail("unknown preset '" + std::string(token) + "'; presets: " + names);
+      }
+      first = false;
+      continue;
+    }
+    first = false;
+    std::string key(token.substr(0, eq));
+    if (key == "driver") key = "engine";  // the C++ name of the field, accepted as its key too
+    const std::string_view value = token.substr(eq + 1);
+    if (!seen.insert(key).second) return fail("key '" + key + "' given twice");
+    std::string allowed;  // set when the value is not one of the field's names
+    auto set = [&](auto& field, const auto& values) {
+      if (auto v = lookup(value, values)) field = *v;
+      else allowed = choices(values);
+    };
+    if (key == "overlap") set(s.overlap, kOverlaps);
+    else if (key == "split") set(s.split, kSplits);
+    else if (key == "data") set(s.data, kData);
+    else if (key == "fusion") set(s.fusion, kFusions);
+    else if (key == "engine") set(s.driver, kDrivers);
+    else if (key == "algo") set(s.algo, kAlgos);
+    else if (key == "chunks") {
+      int n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > kMaxChunks)
+        return fail("chunks=" + std::string(value) + " is not an integer in 1.." + std::to_string(kMaxChunks));
+      s.chunks = n;
+    } else {
+      return fail("unknown key '" + key + "'; keys: overlap, chunks, split, data, fusion, engine (or driver), algo");
+    }
+    if (!allowed.empty()) return fail(key + "=" + std::string(value) + " is not one of " + allowed);
+  }
+  return s;
+}
+
+Status Schedule::validate_for(const OpDesc& desc) const {
+  const std::string name = "schedule " + to_string() + " for " + cofuse::to_string(desc.op);
+  auto fail = [&](const std::string& why) { return invalid(name + ": " + why); };
+  if (chunks < 1 || chunks > kMaxChunks) return fail("chunks must be in 1.." + std::to_string(kMaxChunks));
+  if (overlap == Overlap::none) {
+    if (!(*this == serial_schedule()))
+      return fail("overlap=none is the unfused baseline (one collective, one GEMM) and has one form: " +
+                  serial_schedule().to_string() + " (preset 'serial')");
+    return Status::Ok();
+  }
+  if (overlap == Overlap::shard) {
+    if (chunks != 1) return fail("overlap=shard moves whole shards: chunks must be 1 (use overlap=chunk to cut them)");
+    if (split != Split::d1) return fail("overlap=shard moves whole shards: split=2d needs overlap=chunk");
+    if (algo == Algo::coll)
+      return fail("overlap=shard is one step per peer shard: algo must be ring or direct (coll on whole shards is "
+                  "overlap=none)");
+  }
+  if (overlap == Overlap::chunk && chunks == 1 && algo == Algo::coll)
+    return fail("one collective on whole shards is the baseline: use overlap=none, or more chunks");
+  if (fusion == Fusion::fused && driver != CommDriver::inline_)
+    return fail("fusion=fused means the compute thread drives communication: engine must be inline");
+  if (fusion == Fusion::unfused && driver == CommDriver::inline_)
+    return fail("engine=inline runs communication on the compute thread: that is fusion=fused");
+  // What a backend's libraries cannot do (MPI reductions of strided tiles, say) is can_run's.
+  return Status::Ok();
+}
+
+std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts) {
+  std::vector<Schedule> out = {serial_schedule()};
+  // These are CPU schedules (engine thread / inline): keep those the CPU backend runs.
+  auto add = [&](const Schedule& s) {
+    if (can_run(Backend::cpu_mpi, desc, s).ok()) out.push_back(s);
+  };
+  for (Fusion f : kFusions) {
+    const CommDriver e = f == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
+    for (Algo a : {Algo::ring, Algo::direct})
+      for (DataMode d : kData) add(make(Overlap::shard, 1, Split::d1, d, f, e, a));
+    for (int c : chunk_counts)
+      for (Split s : kSplits)
+        for (DataMode d : kData)
+          for (Algo a : kAlgos) add(make(Overlap::chunk, c, s, d, f, e, a));
+  }
+  return out;
+}
+
+}  // namespace cofuse

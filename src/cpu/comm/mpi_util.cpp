@@ -1,0 +1,31 @@
+#include "cpu/comm/mpi_util.hpp"
+
+#include <string>
+
+#include "cofuse/status.hpp"
+
+namespace cofuse::detail {
+
+void mpi_check(int rc, const char* call, SourceLocation where) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(ErrorCode::mpi, std::string(call) + " failed: " + std::string(text, length), where);
+}
+
+MPI_Datatype mpi_type(DType dtype) { return dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT; }
+
+int comm_rank(MPI_Comm comm) {
+  int rank = 0;
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  return rank;
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  return size;
+}
+
+}  // namespace cofuse::detail

@@ -1,0 +1,22 @@
+// Small MPI helpers shared by the communication code: error conversion and dtype mapping.
+#pragma once
+
+#include <mpi.h>
+
+
+#include "cofuse/op_desc.hpp"
+
+namespace cofuse::detail {
+
+/// Throws Error(mpi) naming the call and MPI's own error string unless rc == MPI_SUCCESS.
+/// where: the caller's line (leave it defaulted), which the Error reports as where().
+void mpi_check(int rc, const char* call, SourceLocation where = SourceLocation::current());
+
+/// The MPI datatype of one element of dtype.
+MPI_Datatype mpi_type(DType dtype);
+
+/// rank / size of a communicator, checked.
+int comm_rank(MPI_Comm comm);
+int comm_size(MPI_Comm comm);
+
+}  // namespace cofuse::detail

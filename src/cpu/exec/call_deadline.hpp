@@ -1,0 +1,34 @@
+// The deadline of one call on a communicator, as every backend under MPI takes it (the CPU
+// Operation, cuda::Group): armed before the call's first collective, disarmed on every way out.
+// Inside a caller's DeadlineGuard (cofuse/ops.hpp) it only says what runs now, and the guard's
+// deadline holds.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "cpu/comm/comm_state.hpp"
+
+namespace cofuse::detail {
+
+class CallDeadline {
+ public:
+  /// state: the communicator's state (its watchdog and duplicate). requested_s: the caller's
+  /// deadline as ExecSettings::deadline_s means it (effective_deadline()). what: the call, as the
+  /// report names it. describe: what this rank waits for, asked on the watchdog's thread.
+  CallDeadline(CommState& state, double requested_s, std::string what, std::function<std::string()> describe)
+      : watchdog_(state.watchdog), guarded_(state.watchdog.armed()) {
+    if (guarded_) watchdog_.set_current(std::move(what), std::move(describe));
+    else watchdog_.arm(effective_deadline(requested_s), state.comm, state.rank, std::move(what), std::move(describe));
+  }
+  ~CallDeadline() { guarded_ ? watchdog_.clear_current() : watchdog_.disarm(); }
+  CallDeadline(const CallDeadline&) = delete;
+  CallDeadline& operator=(const CallDeadline&) = delete;
+
+ private:
+  Watchdog& watchdog_;
+  bool guarded_;
+};
+
+}  // namespace cofuse::detail

@@ -1,0 +1,325 @@
+#include "cpu/exec/cpu_executor.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "cofuse/status.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "cpu/compute/gemm.hpp"
+#include "core/stream/view_ops.hpp"
+#include "core/plan/race_check.hpp"
+#include "core/exec_model/engines.hpp"
+#include "core/exec_model/matching.hpp"
+#include "core/exec_model/times.hpp"
+
+namespace cofuse::detail {
+
+CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
+    : plan_(std::move(plan)), comm_(comm), settings_(settings) {
+  // Which schedules and dtypes this executor runs is can_run(Backend::cpu_mpi, ...)'s answer,
+  // asked by Operation before lowering; here only what needs MPI or the plan is checked.
+  const Schedule& s = plan_.schedule;
+  if (settings_.poll_us < 0) throw Error(ErrorCode::invalid_argument, "poll_us must be >= 0");
+  if (settings_.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "tile_rows must be >= 1");
+  const EngineRules rules = engine_rules(s);
+  threaded_ = rules.separate_comm_driver;
+  tiled_ = rules.tiled_gemm;
+  blocking_collectives_ = rules.blocking_collectives;
+  if (threaded_) {
+    int level = MPI_THREAD_SINGLE;
+    mpi_check(MPI_Query_thread(&level), "MPI_Query_thread");
+    if (level < MPI_THREAD_SERIALIZED)
+      throw Error(ErrorCode::invalid_argument,
+                  "schedule " + s.to_string() +
+                      " drives MPI from a progress thread, which needs MPI initialised with "
+                      "MPI_Init_thread(..., MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, ...); this process has "
+                      "thread level " + std::to_string(level));
+  }
+  int tag_ub = 32767, flag = 0;
+  int* tag_ub_ptr = nullptr;
+  mpi_check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub_ptr, &flag), "MPI_Comm_get_attr(MPI_TAG_UB)");
+  if (flag && tag_ub_ptr) tag_ub = *tag_ub_ptr;
+
+  const std::size_t n = plan_.tasks.size();
+  done_ = std::make_unique<std::atomic<uint8_t>[]>(n);
+  started_ = std::make_unique<std::atomic<uint8_t>[]>(n);
+  times_.resize(n);
+  compute_order_ = compute_order(plan_);
+  const std::vector<int> collective_seq = collective_sequence(plan_);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = plan_.tasks[i];
+    if (t.engine == EngineId::compute) {
+      // BLAS takes 32-bit sizes: refuse here, not in the middle of a run.
+      for (int64_t v : {t.z.rows, t.z.cols, t.x.rows, t.x.cols, t.x.ld, t.y.ld, t.z.ld})
+        if (v > INT_MAX)
+          throw Error(ErrorCode::invalid_argument, "task '" + t.label + "': a dimension of " + std::to_string(v) +
+                                                       " does not fit BLAS's 32-bit int");
+      continue;
+    }
+    if ((t.kind == TaskKind::send || t.kind == TaskKind::recv) && t.tag > tag_ub)
+      throw Error(ErrorCode::invalid_argument, "plan needs MPI tag " + std::to_string(t.tag) + " but this MPI allows " +
+                                                   std::to_string(tag_ub) + ": use fewer chunks");
+    CommTask c;
+    c.task = static_cast<int>(i);
+    c.local = t.kind == TaskKind::pack || t.kind == TaskKind::unpack;
+    c.collective_seq = collective_seq[i];
+    ctasks_.push_back(c);
+  }
+  if (settings_.check_order) must_be_done_ = conflicting_predecessors(plan_);
+  requests_.assign(ctasks_.size(), MPI_REQUEST_NULL);
+  completed_.resize(ctasks_.size());
+  try {
+    build_datatypes();
+  } catch (...) {
+    free_datatypes();  // the destructor does not run for an object that failed to construct
+    throw;
+  }
+  if (threaded_) thread_ = std::thread([this] { progress_thread_main(); });
+}
+
+CpuExecutor::~CpuExecutor() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  free_datatypes();
+}
+
+void* CpuExecutor::pointer(const View& v) const {
+  return base_[static_cast<int>(v.buf)] + v.offset * static_cast<int64_t>(dtype_size(plan_.desc.dtype));
+}
+
+bool CpuExecutor::deps_done(const Task& task) const {
+  for (int dep : task.deps)
+    if (!done_[dep].load(std::memory_order_acquire)) return false;
+  return true;
+}
+
+void CpuExecutor::mark_done(int task) {
+  times_[task].end = now();
+  done_[task].store(1, std::memory_order_release);
+}
+
+void CpuExecutor::check_order(int task) const {
+  if (must_be_done_.empty()) return;
+  for (int i : must_be_done_[std::size_t(task)])
+    if (!done_[i].load(std::memory_order_acquire))
+      throw Error(ErrorCode::internal, "order check: task #" + std::to_string(task) + " '" + plan_.tasks[task].label +
+                                           "' started while #" + std::to_string(i) + " '" + plan_.tasks[i].label +
+                                           "', which touches the same elements (one of them writing), had not completed");
+}
+
+void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
+  const Task& t = plan_.tasks[index];
+  started_[index].store(1, std::memory_order_relaxed);
+  if (skip_gemm_ && t.kind == TaskKind::gemm) {
+    times_[index].start = now();  // a zero-length task: no GEMM ran
+    mark_done(index);
+    times_[index].end = times_[index].start;
+    return;
+  }
+  const DType dtype = plan_.desc.dtype;
+  times_[index].start = now();
+  if (t.kind == TaskKind::reduce) {
+    add_view(dtype, pointer(t.x), t.x, pointer(t.z), t.z);
+  } else {
+    const int64_t k = t.trans_x ? t.x.rows : t.x.cols;
+    const int64_t step = tiled ? settings_.tile_rows : t.z.rows;
+    const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+    for (int64_t row = 0; row < t.z.rows; row += step) {
+      const int64_t rows = std::min(step, t.z.rows - row);
+      // Rows [row, row+rows) of op(x) are rows of x, or columns of a transposed x.
+      const int64_t x_offset = t.trans_x ? row : row * t.x.ld;
+      gemm(dtype, rows, t.z.cols, k, {static_cast<char*>(pointer(t.x)) + x_offset * elem, t.x.ld, t.trans_x},
+           {pointer(t.y), t.y.ld, t.trans_y}, static_cast<char*>(pointer(t.z)) + row * t.z.ld * elem, t.z.ld,
+           t.accumulate);
+      if (tiled && make_progress) progress();
+    }
+  }
+  mark_done(index);
+}
+
+void CpuExecutor::fail(ErrorCode code, const std::string& what) {
+  // Operations still in flight would complete into buffers the caller may reuse, and their
+  // requests would confuse the next call: let MPI finish them on its own, and refuse to run again.
+  for (MPI_Request& request : requests_)
+    if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+  broken_ = what;
+  throw Error(code, what);
+}
+
+void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
+  const int64_t elem = static_cast<int64_t>(dtype_size(plan_.desc.dtype));
+  base_[static_cast<int>(Buf::a)] = static_cast<char*>(const_cast<void*>(buffers.a));
+  base_[static_cast<int>(Buf::b)] = static_cast<char*>(const_cast<void*>(buffers.b));
+  base_[static_cast<int>(Buf::c)] = static_cast<char*>(buffers.c);
+  base_[static_cast<int>(Buf::work)] = static_cast<char*>(work);
+  base_[static_cast<int>(Buf::gathered)] =
+      buffers.gathered ? static_cast<char*>(buffers.gathered)
+                       : static_cast<char*>(work) + std::max<int64_t>(plan_.gathered_offset, 0) * elem;
+  for (std::size_t i = 0; i < plan_.tasks.size(); ++i) {
+    done_[i].store(0, std::memory_order_relaxed);
+    started_[i].store(0, std::memory_order_relaxed);
+    times_[i] = {};
+  }
+}
+
+RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
+  if (!broken_.empty())
+    throw Error(ErrorCode::invalid_argument, "this operation failed in an earlier call and cannot run again (" + broken_ + ")");
+  const double start = now();
+  bind(buffers, work);
+  // No communication runs here, so there is no order to check.
+  for (int index : compute_order_) run_compute_task(index, tiled_, false);
+  return phase_times(start);
+}
+
+RunStats CpuExecutor::run_comm_only(const OpBuffers& buffers, void* work) {
+  skip_gemm_ = true;
+  try {
+    RunStats stats = run(buffers, work);
+    skip_gemm_ = false;
+    return stats;
+  } catch (...) {
+    skip_gemm_ = false;
+    throw;
+  }
+}
+
+RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
+  if (!broken_.empty())
+    throw Error(ErrorCode::invalid_argument,
+                "this operation failed in an earlier call and cannot run again (" + broken_ + "); create a new one");
+  const double start = now();
+  bind(buffers, work);
+  for (CommTask& c : ctasks_) c.posted = false;
+  first_unposted_ = 0;
+  next_collective_ = 0;
+  inflight_ = 0;
+  comm_left_ = ctasks_.size();
+
+  if (threaded_) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_.clear();
+      abort_ = false;
+      ++generation_;
+    }
+    cv_.notify_all();
+    std::string compute_failure;
+    ErrorCode compute_code = ErrorCode::compute;
+    try {
+      for (int index : compute_order_) {
+        const Task& t = plan_.tasks[index];
+        if (!deps_done(t)) {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
+          if (!failure_.empty()) break;
+        }
+        check_order(index);
+        run_compute_task(index, false);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          ++compute_events_;
+        }
+        cv_.notify_all();
+      }
+    } catch (const std::exception& e) {
+      compute_failure = e.what();
+      const auto* error = dynamic_cast<const Error*>(&e);
+      compute_code = error ? error->code() : ErrorCode::compute;
+      std::lock_guard<std::mutex> lock(mutex_);
+      abort_ = true;  // the communication engine would wait for this engine forever
+    }
+    cv_.notify_all();
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return finished_generation_ == generation_; });
+    if (!compute_failure.empty()) fail(compute_code, "compute engine: " + compute_failure);
+    if (!failure_.empty()) fail(failure_code_, "communication engine: " + failure_);
+  } else {
+    try {
+      for (int index : compute_order_) {
+        const Task& t = plan_.tasks[index];
+        while (!deps_done(t)) {
+          if (progress()) continue;
+          if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: '" + t.label + "' can never become ready");
+          wait_any_inflight();
+        }
+        check_order(index);
+        run_compute_task(index, tiled_);
+      }
+      while (comm_left_ > 0) {
+        if (progress()) continue;
+        if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: communication can never complete");
+        wait_any_inflight();
+      }
+    } catch (const std::exception& e) {
+      const auto* error = dynamic_cast<const Error*>(&e);
+      fail(error ? error->code() : ErrorCode::internal, e.what());
+    }
+  }
+
+  RunStats stats = phase_times(start);
+  if (threaded_) stats.progress_cpu_s = progress_cpu_s_;
+  return stats;
+}
+
+// This rank's times of the call, by the one time arithmetic (core/exec_model/times.hpp).
+RunStats CpuExecutor::phase_times(double start) const {
+  return run_stats(breakdown(plan_, times_, now() - start, time_scratch_));
+}
+
+std::string CpuExecutor::waiting_for() const {
+  // Reads only the per-task atomics and the (immutable) plan: callable while run() runs.
+  const std::size_t n = plan_.tasks.size();
+  std::size_t done = 0;
+  std::vector<std::string> in_flight, blocked;
+  std::vector<int> suspects;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (done_[i].load(std::memory_order_acquire)) {
+      ++done;
+      continue;
+    }
+    const Task& t = plan_.tasks[i];
+    const std::string name = "#" + std::to_string(i) + " '" + t.label + "'";
+    if (started_[i].load(std::memory_order_relaxed)) {
+      switch (t.kind) {
+        case TaskKind::send:
+        case TaskKind::recv:
+          in_flight.push_back(name + " (" + (t.kind == TaskKind::send ? "send " : "receive ") + std::to_string(t.bytes) +
+                              " bytes " + (t.kind == TaskKind::send ? "to" : "from") + " rank " + std::to_string(t.peer) +
+                              ", tag " + std::to_string(t.tag) + ")");
+          if (std::find(suspects.begin(), suspects.end(), t.peer) == suspects.end()) suspects.push_back(t.peer);
+          break;
+        case TaskKind::collective:
+          in_flight.push_back(name + " (a library collective of " + std::to_string(t.bytes) + " bytes with every rank)");
+          suspects.push_back(-1);
+          break;
+        default: in_flight.push_back(name + " (computing)");
+      }
+    } else if (blocked.size() < 3) {
+      blocked.push_back(name);
+    }
+  }
+  std::string out = std::to_string(done) + " of " + std::to_string(n) + " tasks done";
+  if (done == n) return out + " (the call was finishing)";
+  const std::size_t shown = std::min<std::size_t>(in_flight.size(), 4);
+  if (in_flight.empty()) out += "; nothing in flight (waiting to start, or in the buffer check with every rank)";
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "; waiting for ") + in_flight[i];
+  if (in_flight.size() > shown) out += " and " + std::to_string(in_flight.size() - shown) + " more";
+  if (!blocked.empty()) {
+    out += "; next blocked:";
+    for (const std::string& b : blocked) out += " " + b;
+  }
+  std::string who;
+  for (int s : suspects) who += (who.empty() ? "" : ", ") + (s < 0 ? std::string("every rank (collective)") : "rank " + std::to_string(s));
+  if (!who.empty()) out += "; suspect peer(s): " + who;
+  return out;
+}
+
+}  // namespace cofuse::detail

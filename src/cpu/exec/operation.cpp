@@ -1,0 +1,144 @@
+// Operation: agree across ranks, validate, check buffers, then hand the call to an executor.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cofuse/backend.hpp"
+#include "cofuse/ops.hpp"
+#include "cofuse/random.hpp"
+#include "core/backend/buffer_check.hpp"
+#include "cpu/comm/agreement.hpp"
+#include "cpu/comm/comm_state.hpp"
+#include "cpu/comm/failure.hpp"
+#include "cpu/exec/call_deadline.hpp"
+#include "cpu/exec/cpu_executor.hpp"
+
+namespace cofuse {
+
+namespace {
+
+template <typename E>
+detail::AgreedField enum_field(const char* name, E value) {
+  return {name, static_cast<int64_t>(value), [](int64_t v) { return std::string(to_string(static_cast<E>(v))); }};
+}
+
+std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
+  auto op_name = [](int64_t v) { return std::string(to_string(static_cast<OpKind>(v))); };
+  auto dtype_name = [](int64_t v) { return std::string(to_string(static_cast<DType>(v))); };
+  auto axis_name = [](int64_t v) { return std::string(to_string(static_cast<Axis>(v))); };
+  return {
+      {"op", static_cast<int64_t>(d.op), op_name},
+      {"M", d.m, {}},
+      {"N", d.n, {}},
+      {"K", d.k, {}},
+      {"dtype", static_cast<int64_t>(d.dtype), dtype_name},
+      {"trans_a", d.trans_a, {}},
+      {"trans_b", d.trans_b, {}},
+      {"axis", static_cast<int64_t>(d.axis), axis_name},
+      {"ranks", d.ranks, {}},
+      enum_field("overlap", s.overlap),
+      {"chunks", s.chunks, {}},
+      enum_field("split", s.split),
+      enum_field("data", s.data),
+      enum_field("fusion", s.fusion),
+      enum_field("engine", s.driver),
+      enum_field("algo", s.algo),
+  };
+}
+
+}  // namespace
+
+void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values) {
+  std::vector<detail::AgreedField> fields;
+  for (const auto& [name, value] : values) fields.push_back({name, value, {}});
+  detail::agree_fields(detail::comm_state(comm).comm, what, fields);
+}
+
+void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
+  detail::CommState& state = detail::comm_state(comm);
+  detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
+}
+
+Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
+    : desc_(desc) {
+  detail::CommState& state = detail::comm_state(comm);
+  detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
+  throw_if_error(can_run(Backend::cpu_mpi, desc, schedule));
+  if (desc.ranks != state.size)
+    throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +
+                                         std::to_string(desc.ranks) + " but the communicator has " +
+                                         std::to_string(state.size) + " ranks");
+  state_ = &state;
+  executor_ = std::make_unique<detail::CpuExecutor>(lower(desc, schedule, state.rank), state.comm, settings);
+}
+
+Operation::~Operation() = default;
+Operation::Operation(Operation&&) noexcept = default;
+Operation& Operation::operator=(Operation&&) noexcept = default;
+
+const Schedule& Operation::schedule() const { return executor_->plan().schedule; }
+const ExecSettings& Operation::settings() const { return executor_->settings(); }
+const Plan& Operation::plan() const { return executor_->plan(); }
+const std::vector<TaskTime>& Operation::task_times() const { return executor_->times(); }
+
+RunStats Operation::execute(const OpBuffers& buffers) { return execute_with(buffers, false); }
+
+RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return execute_with(buffers, true); }
+
+RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only) {
+  const auto start = std::chrono::steady_clock::now();
+  // Armed before the first collective: a dead peer can hang the buffer check too.
+  const detail::CallDeadline deadline(*state_, executor_->settings().deadline_s,
+                                      desc_.to_string() + " schedule " + executor_->plan().schedule.to_string(),
+                                      [this] { return executor_->waiting_for(); });
+  // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
+  // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
+  std::optional<Error> failure;
+  const std::string op = std::string(to_string(desc_.op)) + ": ";
+  const std::string problem = detail::buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite);
+  if (!problem.empty()) failure = Error(ErrorCode::invalid_argument, op + problem + " on rank " + std::to_string(state_->rank));
+  void* work = nullptr;
+  if (!failure) {
+    try {
+      const Plan& plan = executor_->plan();
+      const int64_t elements = buffers.gathered && plan.gathered_offset >= 0 ? plan.gathered_offset : plan.work_elements;
+      work = state_->workspace.get(static_cast<std::size_t>(elements) * dtype_size(desc_.dtype));
+    } catch (const Error& e) {
+      failure = Error(e.code(), op + e.what() + " on rank " + std::to_string(state_->rank), e.where());
+    }
+  }
+  detail::agree_on_failure(state_->comm, failure,
+                           [&](int rank) { return op + "rank " + std::to_string(rank) + " passed unusable buffers"; });
+  RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
+  stats.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+RunStats Operation::execute_compute_only(const OpBuffers& buffers) {
+  const std::string problem = detail::buffer_problem(desc_, {&buffers, 1});
+  if (!problem.empty())
+    throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": " + problem);
+  const Plan& plan = executor_->plan();
+  void* work = state_->workspace.get(static_cast<std::size_t>(plan.work_elements) * dtype_size(desc_.dtype));
+  return executor_->run_compute_only(buffers, work);
+}
+
+void Operation::poison_workspace() {
+  const int64_t elements = executor_->plan().work_elements;
+  fill_nan(desc_.dtype, state_->workspace.get(static_cast<std::size_t>(elements) * dtype_size(desc_.dtype)), elements);
+}
+
+RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {
+  return Operation(desc, comm, schedule).execute(buffers);
+}
+
+DeadlineGuard::DeadlineGuard(MPI_Comm comm, double seconds, const std::string& what) : comm_(comm) {
+  detail::CommState& state = detail::comm_state(comm);
+  state.watchdog.arm(detail::effective_deadline(seconds), state.comm, state.rank, what,
+                     [] { return std::string("not inside a cofuse call (in the caller's own MPI calls between them)"); });
+}
+
+DeadlineGuard::~DeadlineGuard() { detail::comm_state(comm_).watchdog.disarm(); }
+
+}  // namespace cofuse

@@ -1,0 +1,256 @@
+#include "measure/bench_measure.hpp"
+
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "cofuse/trace.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/bench_baselines.hpp"
+#include "measure/bench_sweep.hpp"
+
+namespace cofuse::measure {
+
+namespace {
+
+using detail::mpi_check;
+
+// CPU time of the whole process (every thread, user + system), seconds.
+double process_cpu_now() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+double slowest_rank(double value) {
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return value;
+}
+
+// The slowest rank's total, GEMM and progress-thread time; the communication time of the rank
+// that waited least (the last to arrive waits for nobody, so its time is the communication itself).
+Sample across_ranks(const Sample& s) {
+  double max[3] = {s.total_s, s.gemm_s, s.progress_cpu_s}, min = s.comm_s;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, max, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &min, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  return {max[0], max[1], min, max[2]};
+}
+
+void barrier() { mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+// One way of running the op and the samples it gave, one per timed iteration.
+struct TimedVariant {
+  std::function<Sample()> run;
+  std::vector<double> total, gemm, comm, progress_cpu;
+};
+
+std::function<Sample()> call_of(Operation& op, const OpBuffers& buffers) {
+  return [&op, buffers] {
+    const RunStats s = op.execute(buffers);
+    return Sample{s.total_s, s.gemm_s, s.comm_s, s.progress_cpu_s};
+  };
+}
+
+// Untimed passes over every variant, each pass starting at `first`.
+void warm_up(std::vector<TimedVariant>& timed, int passes, std::size_t first) {
+  const std::size_t n = timed.size();
+  for (int i = 0; i < passes; ++i)
+    for (std::size_t v = first; v < first + n; ++v) timed[v % n].run();
+}
+
+// The timing loop every measurement shares: iteration i runs every variant once, starting at
+// variant i % n, each call after a barrier (start together, so a late rank's arrival is not
+// counted as work) and under the deadline, which also covers this barrier and the reductions.
+void time_interleaved(std::vector<TimedVariant>& timed, int iters, double deadline_s,
+                      const std::function<void(int)>& after_iteration) {
+  const std::size_t n = timed.size();
+  for (int i = 0; i < iters; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      TimedVariant& t = timed[(std::size_t(i) + j) % n];
+      const DeadlineGuard guard(MPI_COMM_WORLD, deadline_s, "one timed call");
+      barrier();
+      const Sample s = across_ranks(t.run());
+      t.total.push_back(s.total_s);
+      t.gemm.push_back(s.gemm_s);
+      t.comm.push_back(s.comm_s);
+      t.progress_cpu.push_back(s.progress_cpu_s);
+    }
+    if (after_iteration) after_iteration(i);
+  }
+}
+
+VariantResult variant(const char* kind, std::string schedule, std::string name, const TimedVariant& t) {
+  VariantResult v;
+  v.kind = kind;
+  v.schedule = std::move(schedule);
+  v.name = std::move(name);
+  v.total = summarize(t.total);
+  v.gemm = summarize(t.gemm);
+  v.comm = summarize(t.comm);
+  v.progress_cpu = summarize(t.progress_cpu);
+  return v;
+}
+
+// Outputs (and a cofuse schedule's workspace) are poisoned first (NaN, which no correct result
+// holds), so a piece the variant fails to write, or accumulates into without clearing, cannot
+// pass on what an earlier variant or call left there.
+CheckResult checked(const std::function<Sample()>& run, Operation* op, Inputs& in, const Reference& reference) {
+  in.poison_outputs();
+  if (op) op->poison_workspace();
+  run();
+  const OpBuffers buffers = in.buffers();
+  return reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
+}
+
+int64_t reserved_bytes(const Operation& op) {
+  // The bench passes a gathered buffer, so the workspace is everything before it.
+  const Plan& plan = op.plan();
+  const int64_t elements = plan.gathered_offset >= 0 ? plan.gathered_offset : plan.work_elements;
+  return elements * static_cast<int64_t>(dtype_size(plan.desc.dtype));
+}
+
+// Rank 0 writes the trace; all ranks learn whether it worked (a failed write is reported, and
+// the sweep goes on).
+std::string trace(const std::string& path, const Operation& op) {
+  bool ok = true;
+  try {
+    write_chrome_trace(path, op, MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    std::cerr << "cofuse bench: cannot write trace " << path << ": " << e.what() << "\n";
+    ok = false;
+  }
+  return ok_everywhere(ok) ? path : "";
+}
+
+}  // namespace
+
+const VariantResult& CaseResult::best() const {
+  const VariantResult* best = &serial();
+  for (const VariantResult& v : variants)
+    if (v.kind == "cofuse" && (best->kind != "cofuse" || v.total.median < best->total.median)) best = &v;
+  return *best;
+}
+
+CheckResult check_fresh_call(Operation& op, Inputs& in, const Reference& reference) {
+  return checked(call_of(op, in.buffers()), &op, in, reference);
+}
+
+VariantResult measure_operation(Operation& op, const OpBuffers& buffers, const MeasureSettings& settings) {
+  std::vector<TimedVariant> timed{{call_of(op, buffers), {}, {}, {}, {}}};
+  warm_up(timed, settings.warmup, 0);
+  time_interleaved(timed, settings.iters, settings.exec.deadline_s, {});
+  return variant("", "", "", timed[0]);
+}
+
+void measure_against_serial(const OpDesc& desc, const std::vector<Schedule>& schedules, uint64_t seed,
+                            const MeasureSettings& settings, const std::function<void(const AgainstSerial&)>& each) {
+  Inputs in(desc, seed, detail::comm_rank(MPI_COMM_WORLD));
+  const OpBuffers buffers = in.buffers();
+  const Reference reference(desc, buffers.a, buffers.b, MPI_COMM_WORLD);
+  Operation serial(desc, MPI_COMM_WORLD, serial_schedule(), settings.exec);
+  for (const Schedule& s : schedules) {
+    Operation op(desc, MPI_COMM_WORLD, s, settings.exec);
+    // Two variants rotating is serial and the schedule alternating which goes first.
+    std::vector<TimedVariant> timed{{call_of(serial, buffers), {}, {}, {}, {}}, {call_of(op, buffers), {}, {}, {}, {}}};
+    warm_up(timed, settings.warmup, 0);
+    time_interleaved(timed, settings.iters, settings.exec.deadline_s, {});
+    AgainstSerial r{variant("serial", serial.schedule().to_string(), "serial", timed[0]),
+                    variant("cofuse", s.to_string(), schedule_name(s), timed[1])};
+    r.schedule.check = checked(timed[1].run, &op, in, reference);
+    each(r);
+  }
+}
+
+CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedules, uint64_t seed,
+                        const MeasureSettings& settings, const std::function<void(double)>& progress) {
+  CaseResult result;
+  result.desc = desc;
+  result.seed = seed;
+  Inputs in(desc, seed, detail::comm_rank(MPI_COMM_WORLD));
+  const OpBuffers buffers = in.buffers();
+  const Reference reference(desc, buffers.a, buffers.b, MPI_COMM_WORLD);
+
+  Operation serial(desc, MPI_COMM_WORLD, serial_schedule(), settings.exec);
+  std::vector<std::unique_ptr<Operation>> ops;
+  for (const Schedule& s : schedules) ops.push_back(std::make_unique<Operation>(desc, MPI_COMM_WORLD, s, settings.exec));
+  GemmAlone gemm_alone(desc);
+  CommAlone comm_alone(desc, MPI_COMM_WORLD);
+  NaiveOverlap naive(desc, MPI_COMM_WORLD, settings.naive_chunks);
+
+  // Every timed thing, in a fixed order: G, M, serial, naive, then the schedules.
+  std::vector<TimedVariant> timed;
+  timed.push_back({[&] { return gemm_alone.run(buffers); }, {}, {}, {}, {}});
+  timed.push_back({[&] { return comm_alone.run(buffers); }, {}, {}, {}, {}});
+  timed.push_back({call_of(serial, buffers), {}, {}, {}, {}});
+  timed.push_back({[&] { return naive.run(buffers); }, {}, {}, {}, {}});
+  for (auto& op : ops) timed.push_back({call_of(*op, buffers), {}, {}, {}, {}});
+  const double steps = settings.iters + 2.0;  // the timed iterations, the pieces alone, the checks
+
+  // Warm-up. Serial goes first: it fills the gathered operand that GEMM alone multiplies.
+  warm_up(timed, std::max(settings.warmup, 1), 2);
+  time_interleaved(timed, settings.iters, settings.exec.deadline_s, [&](int i) { progress((i + 1) / steps); });
+  result.gemm_alone = summarize(timed[0].total);
+  result.comm_alone = summarize(timed[1].total);
+
+  // DIL: each schedule's GEMM pieces with nothing beside them, interleaved with G again; and
+  // each schedule's own communication with no GEMM at all.
+  const int reps = std::max(3, settings.iters / 3);
+  std::vector<std::vector<double>> pieces(ops.size()), comm_only(ops.size()), comm_cpu(ops.size());
+  std::vector<double> whole, whole_comm_cpu;
+  for (int i = 0; i < reps; ++i) {
+    barrier();
+    whole.push_back(across_ranks(gemm_alone.run(buffers)).gemm_s);
+    barrier();
+    double cpu = process_cpu_now();
+    comm_alone.run(buffers);
+    whole_comm_cpu.push_back(slowest_rank(process_cpu_now() - cpu));
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      barrier();
+      const RunStats s = ops[k]->execute_compute_only(buffers);
+      pieces[k].push_back(across_ranks({s.total_s, s.gemm_s, 0, 0}).gemm_s);
+      barrier();
+      cpu = process_cpu_now();
+      const RunStats c = ops[k]->execute_comm_only(buffers);
+      comm_cpu[k].push_back(slowest_rank(process_cpu_now() - cpu));
+      comm_only[k].push_back(across_ranks({c.total_s, 0, c.comm_s, 0}).total_s);
+    }
+  }
+  result.gemm_alone_dil_s = summarize(whole).median;
+  result.comm_alone_cpu_s = summarize(whole_comm_cpu).median;
+  progress((settings.iters + 1) / steps);
+
+  // Every output against the reference; each check follows a fresh call of its variant, which
+  // is also the call the traces show.
+  result.variants.push_back(variant("serial", serial.schedule().to_string(), "serial", timed[2]));
+  result.variants.back().workspace_bytes = reserved_bytes(serial);
+  result.variants.back().check = checked(timed[2].run, &serial, in, reference);
+  result.variants.push_back(variant("naive", "naive:chunks=" + std::to_string(naive.chunks()),
+                                    "naive (" + std::to_string(naive.chunks()) + " pieces)", timed[3]));
+  result.variants.back().workspace_bytes = naive.workspace_bytes();
+  result.variants.back().check = checked(timed[3].run, nullptr, in, reference);
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    VariantResult v = variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[4 + k]);
+    v.chunks_alone_s = summarize(pieces[k]).median;
+    v.comm_alone_s = summarize(comm_only[k]).median;
+    v.comm_alone_cpu_s = summarize(comm_cpu[k]).median;
+    v.workspace_bytes = reserved_bytes(*ops[k]);
+    v.check = checked(timed[4 + k].run, ops[k].get(), in, reference);
+    result.variants.push_back(std::move(v));
+  }
+
+  if (!settings.trace_prefix.empty()) {
+    result.variants[0].trace_file = trace(settings.trace_prefix + "-serial.json", serial);
+    const VariantResult& best = result.best();
+    for (std::size_t k = 0; k < ops.size(); ++k)
+      if (&result.variants[2 + k] == &best)
+        result.variants[2 + k].trace_file = trace(settings.trace_prefix + "-best.json", *ops[k]);
+  }
+  progress(1.0);
+  return result;
+}
+
+}  // namespace cofuse::measure

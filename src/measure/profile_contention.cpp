@@ -1,0 +1,174 @@
+// How much GEMM and communication slow each other down on one rank. The communication runs the
+// way cofuse's progress thread runs it (src/exec/cpu_executor.cpp, drive_comm): a second thread
+// posts non-blocking messages and polls them with MPI_Test, sleeping ~200 us between polls, on
+// the same core as the GEMM (one core per rank).
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cofuse/status.hpp"
+#include "measure/profile_measure.hpp"
+#include "measure/timing.hpp"
+
+namespace cofuse::measure {
+
+namespace {
+
+constexpr int kExchangeBytes = 4 << 20;
+constexpr auto kPoll = std::chrono::microseconds(200);
+constexpr int kM = 512, kN = 1024, kK = 1024;
+
+// Exchanges of kExchangeBytes with the peer, back to back, on a thread of its own. Both ranks
+// must run the same number of exchanges, or one would wait forever for a message: each message
+// carries its sender's "stop" wish in its first bytes, and both stop after the first exchange
+// in which both wished to (both ranks see the same pair of wishes).
+class Exchanger {
+ public:
+  Exchanger(MPI_Comm pair, int peer) : pair_(pair), peer_(peer), send_(kExchangeBytes, 1), recv_(kExchangeBytes, 0) {}
+
+  // Exchanges started at or after `window_start` are counted in in_window().
+  void start(double window_start) {
+    window_start_ = window_start;
+    stop_ = false;
+    finished_ = false;
+    in_window_ = 0;
+    spans_.clear();
+    thread_ = std::thread([this] { run(); });
+  }
+  int in_window() const { return in_window_.load(); }
+  bool finished() const { return finished_.load(); }
+  // Asks to stop (the peer must ask too), waits for the thread; throws what failed on it.
+  void stop() {
+    stop_ = true;
+    thread_.join();
+    if (!failure_.empty()) throw Error(ErrorCode::mpi, failure_);
+  }
+  // (post, completion) times of every exchange of the last run.
+  const std::vector<std::pair<double, double>>& spans() const { return spans_; }
+
+ private:
+  void run() {
+    try {
+      for (;;) {
+        const int mine = stop_.load() ? 1 : 0;
+        std::memcpy(send_.data(), &mine, sizeof mine);
+        MPI_Request requests[2];
+        const double t0 = steady_seconds();
+        detail::mpi_check(MPI_Irecv(recv_.data(), kExchangeBytes, MPI_BYTE, peer_, 11, pair_, &requests[0]), "MPI_Irecv");
+        detail::mpi_check(MPI_Isend(send_.data(), kExchangeBytes, MPI_BYTE, peer_, 11, pair_, &requests[1]), "MPI_Isend");
+        for (int done = 0;;) {
+          detail::mpi_check(MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+          if (done) break;
+          std::this_thread::sleep_for(kPoll);
+        }
+        spans_.emplace_back(t0, steady_seconds());
+        if (t0 >= window_start_) ++in_window_;
+        int theirs = 0;
+        std::memcpy(&theirs, recv_.data(), sizeof theirs);
+        if (mine && theirs) break;
+      }
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+    }
+    finished_ = true;
+  }
+
+  MPI_Comm pair_;
+  int peer_;
+  std::vector<char> send_, recv_;
+  std::thread thread_;
+  double window_start_ = 0;
+  std::atomic<bool> stop_{false}, finished_{false};
+  std::atomic<int> in_window_{0};
+  std::vector<std::pair<double, double>> spans_;  // written by the thread, read after stop()
+  std::string failure_;
+};
+
+struct Gemm {
+  std::vector<float> a = std::vector<float>(std::size_t(kM) * kK, 0.75f), b = std::vector<float>(std::size_t(kK) * kN, 0.5f),
+                     c = std::vector<float>(std::size_t(kM) * kN, 0.0f);
+  double timed() {
+    const double t0 = steady_seconds();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kM, kN, kK, 1.0f, a.data(), kK, b.data(), kN, 0.0f, c.data(), kN);
+    return steady_seconds() - t0;
+  }
+};
+
+// Durations of the exchanges that ran entirely within [from, to].
+void add_durations(const std::vector<std::pair<double, double>>& spans, double from, double to, std::vector<double>& out) {
+  for (const auto& [t0, t1] : spans)
+    if (t0 >= from && t1 <= to) out.push_back(t1 - t0);
+}
+
+}  // namespace
+
+ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress) {
+  const int rank = detail::comm_rank(comm);
+  ContentionResult r;
+  // Rounds of (GEMM alone, exchanges alone, both together), pooled: outside load that comes and
+  // goes hits the alone and the together samples alike.
+  r.rounds = effort.quick ? 1 : 5;
+  // Ranks 0 and 1 only: the pair the ping-pong measured.
+  MPI_Comm pair = MPI_COMM_NULL;
+  detail::mpi_check(MPI_Comm_split(comm, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair), "MPI_Comm_split");
+  ContentionResult local;
+  if (pair != MPI_COMM_NULL) {
+    const int gemms = effort.quick ? 5 : 8, exchanges = effort.quick ? 6 : 10;
+    const double cap_s = effort.quick ? 5 : 10;  // per phase: a stalled link must not hang the profile
+    Gemm gemm;
+    Exchanger exchanger(pair, 1 - rank);
+    std::vector<double> gemm_alone, gemm_busy, exchange_alone, exchange_busy;
+    gemm.timed();  // warm-up
+    for (int round = 0; round < r.rounds; ++round) {
+      progress(double(round) / r.rounds, "round " + std::to_string(round + 1) + "/" + std::to_string(r.rounds));
+      // GEMM alone, on both ranks at once.
+      detail::mpi_check(MPI_Barrier(pair), "MPI_Barrier");
+      for (int i = 0; i < gemms; ++i) gemm_alone.push_back(gemm.timed());
+
+      // Exchanges alone: the main thread sleeps, as it would with nothing to multiply. The
+      // first exchange of a round is a warm-up (the peer may still be multiplying).
+      detail::mpi_check(MPI_Barrier(pair), "MPI_Barrier");
+      double start = steady_seconds();
+      exchanger.start(start);
+      while (exchanger.in_window() < exchanges + 1 && !exchanger.finished() && steady_seconds() - start < cap_s)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      exchanger.stop();
+      add_durations(exchanger.spans(), exchanger.spans().front().second, 1e300, exchange_alone);
+
+      // Both together: GEMMs until enough of them ran and enough exchanges ran entirely beside them.
+      detail::mpi_check(MPI_Barrier(pair), "MPI_Barrier");
+      const std::size_t before = gemm_busy.size();
+      start = steady_seconds();
+      exchanger.start(start);
+      while ((gemm_busy.size() - before < std::size_t(gemms) || exchanger.in_window() < exchanges) &&
+             !exchanger.finished() && steady_seconds() - start < cap_s)
+        gemm_busy.push_back(gemm.timed());
+      const double end = steady_seconds();
+      exchanger.stop();
+      add_durations(exchanger.spans(), start, end, exchange_busy);
+    }
+    local.gemm_alone_s = summarize(gemm_alone).median;
+    local.gemm_busy_s = summarize(gemm_busy).median;
+    local.exchange_alone_s = summarize(exchange_alone).median;
+    local.exchange_busy_s = summarize(exchange_busy).median;
+    detail::mpi_check(MPI_Comm_free(&pair), "MPI_Comm_free");
+  }
+  progress(1, "done");
+  r.gemm_alone_s = max_over_ranks(comm, local.gemm_alone_s);
+  r.gemm_busy_s = max_over_ranks(comm, local.gemm_busy_s);
+  r.exchange_alone_s = max_over_ranks(comm, local.exchange_alone_s);
+  r.exchange_busy_s = max_over_ranks(comm, local.exchange_busy_s);
+  // Faster beside the other engine is noise (or a clock boost), not a gain the model should use.
+  auto rate = [](double alone, double busy) { return alone > 0 && busy > 0 ? std::min(1.0, alone / busy) : 1.0; };
+  r.gemm_rate = rate(r.gemm_alone_s, r.gemm_busy_s);
+  r.comm_rate = rate(r.exchange_alone_s, r.exchange_busy_s);
+  return r;
+}
+
+}  // namespace cofuse::measure

@@ -1,0 +1,228 @@
+#include "measure/profile_machine.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "cofuse/build_info.hpp"
+#include "cofuse/simulate.hpp"
+#include "cofuse/status.hpp"
+#include "core/exec_model/times.hpp"
+#include "measure/text.hpp"
+
+namespace cofuse::measure {
+
+namespace {
+
+// What `sources` says about each number: how, where, when and with which cofuse.
+class Sourcer {
+ public:
+  Sourcer(std::string hosts, std::string date) : hosts_(std::move(hosts)), date_(std::move(date)) {
+    const BuildInfo info = build_info();
+    cofuse_ = "cofuse " + info.version + " (git " + info.git_revision + ")";
+  }
+  std::string measured(const std::string& how) const {
+    return "measured: cofuse profile (" + how + ") on " + hosts_ + ", " + date_ + ", " + cofuse_;
+  }
+
+ private:
+  std::string hosts_, date_, cofuse_;
+};
+
+std::string ms(double seconds) { return fixed(seconds * 1e3, 3) + " ms"; }
+std::string us(double seconds) { return fixed(seconds * 1e6, 2) + " us"; }
+
+std::string shape_list(const std::vector<GemmPoint>& grid) {
+  std::string out;
+  for (const GemmPoint& p : grid)
+    out += (out.empty() ? "" : " ") + std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+  return out;
+}
+
+}  // namespace
+
+Measured measure_machine(MPI_Comm comm, bool quick, const StepProgress& progress) {
+  const ProfileEffort effort{quick};
+  Measured m;
+  int done = 0;
+  auto within = [&](int steps, const std::string& what) {
+    // Never a whole step from inside a part: a log (not a terminal) lists finished parts only.
+    return [&progress, &done, steps, what](double f, const std::string& now) {
+      const double at = std::min(f, 0.999) * steps;
+      progress(done + int(at), std::max(at - int(at), 1e-6), what + ": " + now);
+    };
+  };
+  m.compute = measure_compute(comm, effort, within(kComputeSteps, "compute"));
+  done += kComputeSteps;
+  progress(done, 0, "compute: " + std::to_string(m.compute.grid.size()) + " GEMM shapes, dgemm, memcpy, BLAS call");
+  // The executor's default polling interval: the simulator's default assumes the same.
+  m.network = measure_network(comm, effort, SimOptions{}.poll_us, within(kNetworkSteps, "network"));
+  done += kNetworkSteps;
+  progress(done, 0, "network: ping-pong, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce");
+  m.contention = measure_contention(comm, effort, within(kContentionSteps, "contention"));
+  m.task_reps = quick ? 200 : 2000;
+  m.task_overhead_s = measure_task_overhead_s(comm, m.task_reps);
+  done += kContentionSteps;
+  progress(done, 0, "contention (GEMM beside communication) and task overhead");
+  if (!(m.contention.exchange_alone_s > 0 && m.contention.exchange_busy_s > 0))
+    throw Error(ErrorCode::invalid_argument,
+                "no 4 MiB exchange between ranks 0 and 1 finished within the contention measurement's time "
+                "limit; the link is too slow to profile");
+  return m;
+}
+
+MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int ranks, const nlohmann::ordered_json& machine) {
+  std::string hosts;
+  for (const auto& h : machine["hosts"]) hosts += (hosts.empty() ? "" : "+") + h.get<std::string>();
+  const std::string date = utc_now();
+  const Sourcer src(hosts, date);
+  const std::string who = std::to_string(ranks) + " ranks at once, the slowest rank's";
+  MachineProfile p;
+  p.name = args.name;
+  p.description = "Measured by cofuse profile" + std::string(args.quick ? " --quick" : "") + " on " + hosts + " (" +
+                  machine["cpu_model"].get<std::string>() + ", " + std::to_string(ranks) + " ranks, " +
+                  "OPENBLAS_NUM_THREADS=" + machine["openblas_num_threads"].get<std::string>() + "), " + date +
+                  "; link: " + args.link;
+  p.note = args.note;
+  p.validated = true;
+  auto& s = p.sources;
+
+  const ComputeResult& mc = m.compute;
+  ComputeModel& c = p.compute;
+  c.measured = mc.grid;
+  const GemmPoint* best = &mc.grid.front();
+  for (const GemmPoint& g : mc.grid)
+    if (g.gflops > best->gflops) best = &g;
+  c.peak_gflops_f32 = best->gflops;
+  c.peak_gflops_f64 = mc.dgemm_gflops;
+  c.memory_GBps = mc.copy_GBps;
+  c.launch_s = mc.blas_call_s;
+  c.tile_m = c.tile_n = c.units = 1;
+  c.efficiency = 1;
+  const std::string passes = "median of " + std::to_string(mc.passes) +
+                             " samples interleaved with the other compute measurements, " + who;
+  s["compute.measured"] = src.measured(
+      "cblas_sgemm f32, row-major, no transposes, beta 0, nonzero inputs; m in {16,64,256,1024,4096} x n in "
+      "{256,1024,2048} x k in {128,512,1024,2048} up to " + fixed(mc.max_flops / 1e9, 1) + " GFLOP: " +
+      shape_list(mc.grid) + "; seconds per call (a sample batches calls to >= 2 ms), " + passes);
+  s["compute.peak_gflops_f32"] = src.measured("the best rate of compute.measured, at " + std::to_string(best->m) + "x" +
+                                              std::to_string(best->n) + "x" + std::to_string(best->k));
+  const std::string n = std::to_string(mc.dgemm_n);
+  s["compute.peak_gflops_f64"] = src.measured("cblas_dgemm " + n + "x" + n + "x" + n + ", " + passes);
+  s["compute.memory_GBps"] = src.measured("memcpy of " + std::to_string(mc.copy_mib) +
+                                          " MiB, (bytes read + bytes written) / time, " + passes);
+  s["compute.launch_s"] = src.measured("one 1x1x1 cblas_sgemm call, " + passes);
+  s["compute.peak_gflops_16"] = "fixed: 0 (as f32): the CPU executor has no bf16/f16 GEMM; those run on the CUDA backend";
+  const std::string unused = "fixed: roofline parameter, unused because compute.measured is set";
+  s["compute.tile_m"] = s["compute.tile_n"] = s["compute.units"] = s["compute.efficiency"] = unused;
+
+  const NetworkResult& mn = m.network;
+  NetworkModel& net = p.network;
+  net.topology = args.topology;
+  net.alpha_s = mn.small_round_trip_s / 2;
+  net.bandwidth_GBps = mn.large_bytes / mn.large_exchange_s * 1e-9;
+  net.copy_engines = 0;
+  const std::string net_passes =
+      "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
+  s["network.topology"] = "given: --topology " + args.topology + " (the user says; how ranks share links cannot be detected)";
+  s["network.alpha_s"] = src.measured(
+      "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +
+      ", " + net_passes + " (a sample batches round trips to >= 1 ms)");
+  s["network.bandwidth_GBps"] = src.measured(
+      "MPI_Sendrecv of 4 MiB each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
+      ms(mn.large_exchange_s) + ", " + net_passes);
+  s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
+      "fixed: used by topology two_level only";
+  s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";
+  auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
+                        const std::string& factor) {
+    out = f.model;
+    const std::string how =
+        call + " of f32 timed at " + std::to_string(int64_t(f.small_bytes)) + " and " +
+        std::to_string(int64_t(f.large_bytes)) + " bytes (the whole gathered or reduced buffer): " + ms(f.small_s) +
+        " and " + ms(f.large_s) + ", " + net_passes + ", " + who + "; " +
+        (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw, alpha clamped at >= 0"
+                  : "no positive slope between the two: busbw from the large size alone, alpha 0");
+    s["network." + key + ".alpha_s"] = src.measured(how);
+    s["network." + key + ".busbw_GBps"] = src.measured(how);
+  };
+  // The simulator adds the average wait to notice a completion (poll_us / 2) and a task's
+  // overhead to every polled collective itself, so the fit's latency is charged without them.
+  auto nonblocking = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
+                         const std::string& factor) {
+    const double notice_s = 0.5e-6 * mn.poll_us;
+    out.nonblocking_busbw_GBps = f.model.busbw_GBps;
+    out.nonblocking_alpha_s = std::max(0.0, f.model.alpha_s - notice_s - m.task_overhead_s);
+    const std::string how =
+        call + " of f32 progressed by MPI_Test every " + std::to_string(mn.poll_us) +
+        " us (asleep in between, as cofuse's progress thread), timed at " + std::to_string(int64_t(f.small_bytes)) +
+        " and " + std::to_string(int64_t(f.large_bytes)) + " bytes: " + ms(f.small_s) + " and " + ms(f.large_s) + ", " +
+        net_passes + ", " + who + "; " +
+        (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw; alpha less poll_us/2 (" + us(notice_s) +
+                        ") and task_overhead_s, which the simulator adds, clamped at >= 0"
+                  : "no positive slope between the two: busbw from the large size alone, alpha 0");
+    s["network." + key + ".nonblocking_alpha_s"] = src.measured(how);
+    s["network." + key + ".nonblocking_busbw_GBps"] = src.measured(how);
+  };
+  // The factor in words, as written into each source line.
+  const char* const ag = detail::bus_factor_text(Collective::allgather);
+  const char* const rs = detail::bus_factor_text(Collective::reduce_scatter);
+  const char* const ar = detail::bus_factor_text(Collective::allreduce);
+  collective("allgather", "MPI_Allgather", mn.allgather, net.allgather, ag);
+  collective("reduce_scatter", "MPI_Reduce_scatter_block (MPI_SUM)", mn.reduce_scatter, net.reduce_scatter, rs);
+  collective("allreduce", "MPI_Allreduce (MPI_SUM)", mn.allreduce, net.allreduce, ar);
+  nonblocking("allgather", "MPI_Iallgather", mn.allgather_nb, net.allgather, ag);
+  nonblocking("reduce_scatter", "MPI_Ireduce_scatter_block (MPI_SUM)", mn.reduce_scatter_nb, net.reduce_scatter, rs);
+  nonblocking("allreduce", "MPI_Iallreduce (MPI_SUM)", mn.allreduce_nb, net.allreduce, ar);
+
+  const ContentionResult& k = m.contention;
+  p.contention.gemm_rate_while_comm = k.gemm_rate;
+  p.contention.comm_rate_while_gemm = k.comm_rate;
+  const std::string thread =
+      "a second thread of the rank exchanging 4 MiB with the other rank back to back (MPI_Irecv + MPI_Isend, "
+      "MPI_Testall every 200 us, as cofuse's progress thread)";
+  const std::string pooled = "ranks 0 and 1, medians of " + std::to_string(k.rounds) +
+                             " rounds of (alone, alone, together) pooled, the slower rank's, clamped into (0, 1]";
+  s["contention.gemm_rate_while_comm"] =
+      src.measured("512x1024x1024 cblas_sgemm alone " + ms(k.gemm_alone_s) + " / beside " + thread + " " +
+                   ms(k.gemm_busy_s) + "; " + pooled);
+  s["contention.comm_rate_while_gemm"] =
+      src.measured("one exchange of " + thread + ": alone " + ms(k.exchange_alone_s) +
+                   " / while the rank's main thread runs 512x1024x1024 cblas_sgemm back to back " +
+                   ms(k.exchange_busy_s) + "; " + pooled);
+
+  p.task_overhead_s = m.task_overhead_s;
+  s["task_overhead_s"] = src.measured(
+      "posting MPI_Irecv + MPI_Isend of 8 bytes between ranks 0 and 1 plus the MPI_Testall that finds both complete, "
+      "halved (two tasks), median of " + std::to_string(m.task_reps) + ", the slower rank's");
+  return p;
+}
+
+std::string output_problem(const std::string& out) {
+  namespace fs = std::filesystem;
+  const fs::path path(out);
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "cannot write " + out + ": directory " + dir.string() + " does not exist";
+  if (fs::is_directory(path, ec)) return "cannot write " + out + ": it is a directory";
+  if (access(dir.c_str(), W_OK) != 0) return "cannot write " + out + ": directory " + dir.string() + " is not writable";
+  if (fs::exists(path, ec) && access(path.c_str(), W_OK) != 0) return "cannot write " + out + ": the file is not writable";
+  return "";
+}
+
+void write_file_atomically(const std::string& out, const std::string& text) {
+  const std::string temporary = out + ".partial";
+  {
+    std::ofstream file(temporary);
+    file << text;
+    file.close();
+    if (!file) throw Error(ErrorCode::io, "cannot write " + temporary);
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, out, ec);
+  if (ec) throw Error(ErrorCode::io, "cannot rename " + temporary + " to " + out + ": " + ec.message());
+}
+
+}  // namespace cofuse::measure

@@ -1,0 +1,116 @@
+// The measurements behind `cofuse profile`, one group per file: GEMM, copy and call costs
+// (profile_compute.cpp), point-to-point and collectives (profile_network.cpp), engines slowing
+// each other (profile_contention.cpp), the shared timing loop (profile_timing.cpp).
+//
+// Every function is collective over comm (all ranks call it together, in the same order) and
+// returns the same result on every rank. A time is the slowest rank's: an op finishes when its
+// slowest rank does, and all ranks measure at once because that is how the ops run (each rank on
+// its own core, sharing the memory system and the link).
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cofuse/profile.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/text.hpp"
+
+namespace cofuse::measure {
+
+/// How long the measurements may take: quick (tests, ~15 s in all) or full (under a minute).
+struct ProfileEffort {
+  bool quick = false;
+};
+
+/// Reports progress within a measurement: fraction done (0..1) and what runs now.
+using ProfileProgress = std::function<void(double, const std::string&)>;
+
+// --- the timing loop (profile_timing.cpp) ---
+
+/// One thing to time: a call, and how long a sample of it must last at least (short calls are
+/// batched so the clock's resolution and the barrier before a sample do not count).
+struct Timed {
+  std::string name;
+  std::function<void()> call;
+  double min_sample_s = 0;
+};
+
+/// Seconds per call of each of `timed`, the median over `passes` samples of the slowest rank's.
+/// The calls are interleaved: a warm-up pass (which also sizes the batches), then each pass
+/// takes one sample of every call, a barrier before each sample. A burst of outside load thus
+/// spoils one sample of many calls instead of every sample of one, and the median drops it.
+std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
+                                     const ProfileProgress& progress);
+
+/// The largest value over the ranks.
+double max_over_ranks(MPI_Comm comm, double value);
+
+// --- compute (profile_compute.cpp) ---
+
+struct ComputeResult {
+  std::vector<GemmPoint> grid;  // f32 GEMM rates per rank, GFLOP/s
+  int dgemm_n = 0;              // the f64 GEMM is dgemm_n cubed
+  double dgemm_gflops = 0;
+  int copy_mib = 0;        // the copied buffer's size
+  double copy_GBps = 0;    // (bytes read + bytes written) / time, GB/s (1e9)
+  double blas_call_s = 0;  // one 1x1x1 sgemm call
+  int passes = 0;
+  double max_flops = 0;  // the grid leaves out shapes of more flops
+};
+
+/// The sgemm grid, one large dgemm, a memcpy far larger than the caches and the cost of a
+/// tiny BLAS call, all interleaved.
+ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
+
+// --- network (profile_network.cpp) ---
+
+enum class CollectiveKind { allgather, reduce_scatter, allreduce };
+
+/// The nccl-tests bus factor of a collective on `ranks` ranks: (P-1)/P, or 2(P-1)/P for all-reduce.
+double bus_factor(CollectiveKind kind, int ranks);
+
+/// A collective timed at two sizes (bytes of the whole gathered or reduced buffer, f32 sum)
+/// and fitted to time = alpha + bytes * factor / (busbw * 1e9); the raw times are kept.
+struct CollectiveFit {
+  CollectiveModel model;
+  double small_bytes = 0, small_s = 0, large_bytes = 0, large_s = 0;
+  bool fitted = true;  // false: the two times gave no positive slope; busbw from the large size alone
+};
+
+struct NetworkResult {
+  double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1
+  double large_bytes = 0, large_exchange_s = 0;     // both directions at once (MPI_Sendrecv), as a ring uses a link
+  CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
+  // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test
+  // every poll_us with the thread asleep in between. alpha here still includes noticing.
+  CollectiveFit allgather_nb, reduce_scatter_nb, allreduce_nb;
+  int poll_us = 0;
+  int passes = 0;
+};
+
+/// A small ping-pong and a large exchange (ranks 0 and 1) and the three collectives, blocking
+/// and non-blocking polled every poll_us, interleaved.
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress);
+
+/// Seconds a rank spends on one non-blocking point-to-point task of 8 bytes: posting it plus the
+/// MPI_Test that finds it complete (half of an Irecv + Isend pair exchanged by ranks 0 and 1).
+double measure_task_overhead_s(MPI_Comm comm, int reps);
+
+// --- contention (profile_contention.cpp) ---
+
+struct ContentionResult {
+  double gemm_alone_s = 0, gemm_busy_s = 0;          // one 512x1024x1024 sgemm, median
+  double exchange_alone_s = 0, exchange_busy_s = 0;  // one 4 MiB exchange, median
+  double gemm_rate = 1, comm_rate = 1;               // alone / busy, clamped into (0, 1]
+  int rounds = 0;
+};
+
+/// Ranks 0 and 1 (others wait): GEMM on the main thread while a second thread exchanges 4 MiB
+/// messages with the other rank the way cofuse's progress thread drives them (non-blocking
+/// posts, MPI_Test every ~200 us), against each alone. Needs MPI_THREAD_SERIALIZED or more.
+ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
+
+}  // namespace cofuse::measure

@@ -1,0 +1,178 @@
+// Point-to-point latency (ping-pong) and bandwidth (an exchange) between ranks 0 and 1, the library's
+// collectives at two sizes fitted to a latency-bandwidth line, and the CPU cost of one
+// non-blocking point-to-point task.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "core/exec_model/times.hpp"
+#include "measure/profile_measure.hpp"
+#include "measure/timing.hpp"
+
+namespace cofuse::measure {
+
+namespace {
+
+const char* name_of(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::allgather: return "MPI_Allgather";
+    case CollectiveKind::reduce_scatter: return "MPI_Reduce_scatter_block";
+    case CollectiveKind::allreduce: return "MPI_Allreduce";
+  }
+  return "";
+}
+
+CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double small_s, double large_bytes, double large_s) {
+  CollectiveFit f{{}, small_bytes, small_s, large_bytes, large_s, true};
+  const double factor = bus_factor(kind, ranks);
+  const double slope = (large_s - small_s) / (large_bytes - small_bytes);  // seconds per byte
+  if (slope > 0) {
+    f.model.busbw_GBps = factor / slope * 1e-9;
+    f.model.alpha_s = std::max(0.0, small_s - small_bytes * slope);
+  } else {
+    // Noise swamped the difference (the small call took as long as the large one): the large
+    // call's bus bandwidth is the honest number left, and no latency can be separated from it.
+    f.fitted = false;
+    f.model.busbw_GBps = large_bytes * factor / large_s * 1e-9;
+    f.model.alpha_s = 0;
+  }
+  return f;
+}
+
+}  // namespace
+
+double bus_factor(CollectiveKind kind, int ranks) {
+  const Collective c = kind == CollectiveKind::allgather        ? Collective::allgather
+                       : kind == CollectiveKind::reduce_scatter ? Collective::reduce_scatter
+                                                                : Collective::allreduce;
+  return detail::bus_factor(c, ranks);
+}
+
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress) {
+  const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
+  NetworkResult r;
+  r.passes = effort.quick ? 5 : 21;
+  r.poll_us = poll_us;
+  r.large_bytes = 4 << 20;
+  std::vector<char> message(std::size_t(r.large_bytes), 1);
+  std::vector<char> incoming(std::size_t(r.large_bytes), 0);
+  // Both directions at once: what a ring or an exchange asks of a link. Over TCP the two
+  // directions of one connection share a CPU and the acknowledgements share the wire, so this
+  // is slower than a one-way ping-pong (measured here: ~10% over the shaped switch).
+  auto exchange = [&, comm, rank](int bytes) {
+    if (rank > 1) return;
+    detail::mpi_check(MPI_Sendrecv(message.data(), bytes, MPI_BYTE, 1 - rank, 4, incoming.data(), bytes, MPI_BYTE, 1 - rank, 4,
+                           comm, MPI_STATUS_IGNORE),
+              "MPI_Sendrecv");
+  };
+  auto ping_pong = [&, comm, rank](int bytes) {
+    if (rank == 0) {
+      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 1, 3, comm), "MPI_Send");
+      detail::mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, 1, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    } else if (rank == 1) {
+      detail::mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, 0, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 0, 3, comm), "MPI_Send");
+    }
+  };
+
+  // Whole buffers of 256 KiB (latency matters) and 8 MiB (bandwidth dominates), in floats
+  // rounded down to a multiple of the rank count. 1.0 everywhere: sums stay exact, no denormals.
+  const int sizes[2] = {(256 << 10) / 4 / size * size, (8 << 20) / 4 / size * size};
+  std::vector<float> send(std::size_t(sizes[1]), 1.0f), recv(std::size_t(sizes[1]), 0.0f);
+  auto collective = [&, comm](CollectiveKind kind, int elements) {
+    const int part = elements / size;
+    switch (kind) {
+      case CollectiveKind::allgather:
+        detail::mpi_check(MPI_Allgather(send.data(), part, MPI_FLOAT, recv.data(), part, MPI_FLOAT, comm), "MPI_Allgather");
+        break;
+      case CollectiveKind::reduce_scatter:
+        detail::mpi_check(MPI_Reduce_scatter_block(send.data(), recv.data(), part, MPI_FLOAT, MPI_SUM, comm),
+                  "MPI_Reduce_scatter_block");
+        break;
+      case CollectiveKind::allreduce:
+        detail::mpi_check(MPI_Allreduce(send.data(), recv.data(), elements, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce");
+        break;
+    }
+  };
+
+  // As cofuse's progress thread drives a collective: post it, then test, sleeping poll_us
+  // between tests (the library may use other algorithms for these, and they move only when
+  // tested). The main thread does the polling here; nothing else runs beside it.
+  auto polled = [&, comm, poll_us](CollectiveKind kind, int elements) {
+    const int part = elements / size;
+    MPI_Request request;
+    switch (kind) {
+      case CollectiveKind::allgather:
+        detail::mpi_check(MPI_Iallgather(send.data(), part, MPI_FLOAT, recv.data(), part, MPI_FLOAT, comm, &request),
+                  "MPI_Iallgather");
+        break;
+      case CollectiveKind::reduce_scatter:
+        detail::mpi_check(MPI_Ireduce_scatter_block(send.data(), recv.data(), part, MPI_FLOAT, MPI_SUM, comm, &request),
+                  "MPI_Ireduce_scatter_block");
+        break;
+      case CollectiveKind::allreduce:
+        detail::mpi_check(MPI_Iallreduce(send.data(), recv.data(), elements, MPI_FLOAT, MPI_SUM, comm, &request),
+                  "MPI_Iallreduce");
+        break;
+    }
+    for (int done = 0;;) {
+      detail::mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(poll_us));
+    }
+  };
+
+  const CollectiveKind kinds[3] = {CollectiveKind::allgather, CollectiveKind::reduce_scatter, CollectiveKind::allreduce};
+  std::vector<Timed> timed = {{"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3},
+                              {"exchange 4 MiB", [&] { exchange(int(r.large_bytes)); }, 0}};
+  for (CollectiveKind kind : kinds)
+    for (int elements : sizes) {
+      const std::string bytes = " " + std::to_string(elements * 4) + " B";
+      const double min_sample = elements == sizes[0] ? 1e-3 : 0;
+      timed.push_back({std::string(name_of(kind)) + bytes, [&collective, kind, elements] { collective(kind, elements); },
+                       min_sample});
+      timed.push_back({std::string(name_of(kind)).insert(4, "I") + bytes + " polled",
+                       [&polled, kind, elements] { polled(kind, elements); }, min_sample});
+    }
+
+  const std::vector<double> s = time_interleaved(comm, timed, r.passes, progress);
+  r.small_round_trip_s = s[0];
+  r.large_exchange_s = s[1];
+  CollectiveFit* fits[3] = {&r.allgather, &r.reduce_scatter, &r.allreduce};
+  CollectiveFit* nb_fits[3] = {&r.allgather_nb, &r.reduce_scatter_nb, &r.allreduce_nb};
+  for (int i = 0; i < 3; ++i) {
+    const double* t = &s[2 + 4 * i];  // blocking small, polled small, blocking large, polled large
+    *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[0], 4.0 * sizes[1], t[2]);
+    *nb_fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[1], 4.0 * sizes[1], t[3]);
+  }
+  return r;
+}
+
+double measure_task_overhead_s(MPI_Comm comm, int reps) {
+  const int rank = detail::comm_rank(comm);
+  std::vector<double> costs;
+  if (rank < 2) {
+    const int peer = 1 - rank;
+    double out = 1, in = 0;
+    MPI_Request requests[2];
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = steady_seconds();
+      detail::mpi_check(MPI_Irecv(&in, 1, MPI_DOUBLE, peer, 7, comm, &requests[0]), "MPI_Irecv");
+      detail::mpi_check(MPI_Isend(&out, 1, MPI_DOUBLE, peer, 7, comm, &requests[1]), "MPI_Isend");
+      const double posted = steady_seconds() - t0;
+      // Only the test that finds both complete is charged: the earlier ones wait for the peer,
+      // which is the link's latency (alpha), not a task's CPU cost.
+      double last_test = 0;
+      for (int done = 0; !done;) {
+        const double t1 = steady_seconds();
+        detail::mpi_check(MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+        last_test = steady_seconds() - t1;
+      }
+      costs.push_back((posted + last_test) / 2);  // two tasks: the receive and the send
+    }
+  }
+  return max_over_ranks(comm, rank < 2 ? summarize(costs).median : 0.0);
+}
+
+}  // namespace cofuse::measure

@@ -1,0 +1,54 @@
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cofuse/status.hpp"
+#include "measure/profile_measure.hpp"
+#include "measure/timing.hpp"
+#include "measure/text.hpp"
+
+namespace cofuse::measure {
+
+std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
+                                     const ProfileProgress& progress) {
+  const std::size_t count = timed.size();
+  // Warm-up (caches, page faults, connections, BLAS buffers), which also says how long a call
+  // takes. Batches are agreed (the longest any rank needs), so every rank runs the same calls.
+  std::vector<double> estimate(count), slowest(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    progress(0, timed[i].name + " (warm-up)");
+    detail::mpi_check(MPI_Barrier(comm), "MPI_Barrier");
+    const double t0 = steady_seconds();
+    timed[i].call();
+    estimate[i] = steady_seconds() - t0;
+  }
+  detail::mpi_check(MPI_Allreduce(estimate.data(), slowest.data(), int(count), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  std::vector<int> batch(count);
+  for (std::size_t i = 0; i < count; ++i)
+    batch[i] = int(std::clamp(std::ceil(timed[i].min_sample_s / std::max(slowest[i], 1e-9)), 1.0, 1e6));
+
+  std::vector<double> samples(count * passes), worst(count * passes);  // [call][pass]
+  for (int pass = 0; pass < passes; ++pass) {
+    progress(double(pass) / passes, "pass " + std::to_string(pass + 1) + "/" + std::to_string(passes));
+    for (std::size_t i = 0; i < count; ++i) {
+      detail::mpi_check(MPI_Barrier(comm), "MPI_Barrier");
+      const double t0 = steady_seconds();
+      for (int j = 0; j < batch[i]; ++j) timed[i].call();
+      samples[i * passes + pass] = (steady_seconds() - t0) / batch[i];
+    }
+  }
+  detail::mpi_check(MPI_Allreduce(samples.data(), worst.data(), int(samples.size()), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  std::vector<double> out;
+  for (std::size_t i = 0; i < count; ++i)
+    out.push_back(summarize({worst.begin() + long(i * passes), worst.begin() + long((i + 1) * passes)}).median);
+  progress(1, "done");
+  return out;
+}
+
+double max_over_ranks(MPI_Comm comm, double value) {
+  double out = 0;
+  detail::mpi_check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  return out;
+}
+
+}  // namespace cofuse::measure

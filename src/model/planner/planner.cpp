@@ -1,0 +1,212 @@
+#include "cofuse/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "cofuse/backend.hpp"
+#include "cofuse/plan.hpp"
+#include "core/exec_model/times.hpp"
+
+namespace cofuse {
+
+namespace {
+
+std::string name_of(const Schedule& s) {
+  for (const Preset& p : presets())
+    if (p.schedule == s) return p.name;
+  return s.to_string();
+}
+
+std::string ms(double seconds) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << seconds * 1e3 << " ms";
+  return o.str();
+}
+
+std::string percent(double fraction) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << fraction * 100 << "%";
+  return o.str();
+}
+
+// What identifies a planning question: the description, the profile (its JSON is its whole
+// content) and the options.
+std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOptions& o, const std::string& db) {
+  std::ostringstream key;
+  key << d.to_string() << "|" << to_json(p) << "|" << o.margin << "|" << o.sim.tile_rows << "|" << o.sim.poll_us << "|" << db;
+  // A database that `cofuse tune` rewrote is a new question.
+  std::error_code ec;
+  if (!db.empty()) key << "@" << std::filesystem::last_write_time(db, ec).time_since_epoch().count();
+  for (int c : o.chunk_counts) key << "," << c;
+  return key.str();
+}
+
+std::string explain(const OpDesc& d, const PlanChoice& c, const PlannerOptions& o) {
+  const PlanCandidate& best = c.candidates.front();
+  const SimLosses& l = best.losses;
+  std::ostringstream why;
+  why << "On " << c.profile << (c.profile_validated ? " (a measured profile)" : " (datasheet numbers, not validated)")
+      << ", the unfused baseline for " << d.to_string() << " is predicted at " << ms(c.serial_s) << ": GEMM "
+      << ms(l.gemm_alone_s) << " then the collective " << ms(l.comm_alone_s) << ". ";
+  if (best.schedule.overlap == Overlap::none) {
+    why << "No overlapped schedule is predicted to be faster at all, so serial it is.";
+    return why.str();
+  }
+  const double gain = 1 - best.predicted_s / c.serial_s;
+  why << "The fastest of " << c.candidates.size() << " candidates, " << best.name << ", is predicted at "
+      << ms(best.predicted_s) << " (" << percent(gain) << " faster; its pieces cost " << ms(l.dil_s)
+      << " of GEMM efficiency (DIL), contention " << ms(l.cil_s) << " (CIL), and " << ms(l.exposed_comm_s)
+      << " of communication stays exposed). ";
+  if (c.schedule.overlap == Overlap::none)
+    why << "That is less than the " << percent(o.margin)
+        << " margin the planner demands before it trusts a prediction over the plain baseline, so it chooses serial.";
+  else
+    why << "That beats the " << percent(o.margin) << " margin, so it is chosen. "
+        << (l.gemm_alone_s >= l.comm_alone_s ? "The GEMM is the longer part: the best it can do is hide the collective."
+                                            : "The collective is the longer part: the best it can do is hide the GEMM.");
+  return why.str();
+}
+
+}  // namespace
+
+PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, const PlannerOptions& options,
+                           PlannerCache* cache) {
+  throw_if_error(desc.validate());
+  throw_if_error(profile.validate());
+  const std::string db_path =
+      !options.consult_tuning_db ? std::string() : options.tuning_db.empty() ? default_tuning_db() : options.tuning_db;
+  const std::string key = cache ? cache_key(desc, profile, options, db_path) : std::string();
+  if (cache)
+    if (std::optional<PlanChoice> answer = cache->find(key)) return std::move(*answer);
+  PlanChoice c;
+  c.profile = profile.name;
+  c.profile_validated = profile.validated;
+  std::vector<Schedule> schedules = enumerate_schedules(desc, options.chunk_counts);
+  if (std::find(schedules.begin(), schedules.end(), serial_schedule()) == schedules.end())
+    schedules.insert(schedules.begin(), serial_schedule());
+  // Every candidate's losses compare against the serial baseline: simulated once, here.
+  const SimResult serial = simulate(desc, serial_schedule(), profile, options.sim);
+  for (const Schedule& s : schedules) {
+    if (!can_run(Backend::cpu_mpi, desc, s).ok()) continue;  // the planner plans for the CPU executor
+    const SimResult r = simulate(desc, s, profile, options.sim, serial);
+    const Plan& plan = r.plans.front();
+    c.candidates.push_back({s, name_of(s), r.makespan_s, r.losses,
+                            plan.work_elements * static_cast<int64_t>(dtype_size(desc.dtype))});
+    if (s == serial_schedule()) c.serial_s = r.makespan_s;
+  }
+  // Fastest first; among predictions equal to 0.1%, the simpler schedule: a named preset, then
+  // fewer pieces (less per-piece overhead the model may have missed), then less workspace.
+  auto simpler = [](const PlanCandidate& a, const PlanCandidate& b) {
+    const bool pa = a.name != a.schedule.to_string(), pb = b.name != b.schedule.to_string();
+    if (pa != pb) return pa;
+    if (a.schedule.chunks != b.schedule.chunks) return a.schedule.chunks < b.schedule.chunks;
+    return a.workspace_bytes < b.workspace_bytes;
+  };
+  std::stable_sort(c.candidates.begin(), c.candidates.end(), [&](const PlanCandidate& a, const PlanCandidate& b) {
+    const double tie = 1e-3 * std::max(a.predicted_s, b.predicted_s);
+    if (std::abs(a.predicted_s - b.predicted_s) > tie) return a.predicted_s < b.predicted_s;
+    return simpler(a, b);
+  });
+  const PlanCandidate& best = c.candidates.front();
+  const bool worth_it = best.predicted_s < c.serial_s * (1 - options.margin);
+  c.schedule = worth_it ? best.schedule : serial_schedule();
+  c.name = name_of(c.schedule);
+  c.predicted_s = worth_it ? best.predicted_s : c.serial_s;
+  c.why = explain(desc, c, options);
+  if (!db_path.empty()) {
+    const TuningDb db = TuningDb::load(db_path, &c.warning);
+    if (const auto entry = db.lookup(desc, profile.name)) {
+      double predicted = 0;
+      for (const PlanCandidate& k : c.candidates)
+        if (k.schedule == entry->schedule) predicted = k.predicted_s;
+      c.schedule = entry->schedule;
+      c.name = name_of(entry->schedule);
+      c.predicted_s = predicted;
+      c.measured = true;
+      std::ostringstream why;
+      why << "Measured on this machine: cofuse tune (" << entry->measured_at << ", cofuse " << entry->revision << ") ran "
+          << entry->op << " " << entry->m << "x" << entry->n << "x" << entry->k
+          << (entry->m == desc.m && entry->n == desc.n && entry->k == desc.k ? "" : " (the nearest tuned shape)") << " and "
+          << c.name << " took " << std::fixed << std::setprecision(3) << entry->winner_ms << " ms against serial "
+          << entry->serial_ms << " ms; a measurement outranks the model, which predicted " << ms(predicted)
+          << " for it. The model alone would say: " << c.why;
+      c.why = why.str();
+    }
+  }
+  if (cache) return cache->store(key, std::move(c));
+  return c;
+}
+
+HeuristicChoice seed_heuristic_schedule(const OpDesc& d, const MachineProfile& profile) {
+  throw_if_error(d.validate());
+  const double elem = double(dtype_size(d.dtype)), p = d.ranks;
+  const double flops = d.flops() / p;  // per rank
+  // Bytes a rank communicates: its share of the whole gathered or reduced matrix, one pass over
+  // it for every op (the all-gather factor; an all-reduce's bus traffic, twice that, is not
+  // what these ratios have always been computed on).
+  const double whole = d.op == OpKind::ag_gemm ? double(d.m) * double(d.k) * elem : double(d.m) * double(d.n) * elem;
+  const double comm = std::max(whole * detail::bus_factor(Collective::allgather, d.ranks), 1.0);
+  const LocalShapes s = d.local_shapes();
+  const double traffic = elem * double(s.a.elements() + s.b.elements() + s.c.elements());
+  const double otb = flops / comm, mt = traffic / comm;
+  const double ts = profile.compute.peak_gflops_f32 * 1e9 / (profile.network.bandwidth_GBps * 1e9);
+  HeuristicChoice h;
+  std::ostringstream why;
+  why << std::setprecision(3) << "select_schedule: otb = " << otb << " FLOP/B, mt = " << mt << ", otb*mt = " << otb * mt
+      << " against ts = " << ts << " (peak / link bandwidth): ";
+  Schedule s1;
+  s1.overlap = Overlap::chunk;
+  s1.chunks = 4;
+  if (otb * mt < 0.5 * ts) {
+    s1.data = DataMode::uniform;
+    s1.fusion = Fusion::fused;
+    why << "< 0.5 ts -> uniform-fused-1d";
+  } else if (otb * mt > 5 * ts) {
+    s1.data = DataMode::hetero;
+    s1.fusion = Fusion::unfused;
+    why << "> 5 ts -> hetero-unfused-1d";
+  } else {
+    s1.data = DataMode::hetero;
+    s1.fusion = Fusion::fused;
+    why << "between -> hetero-fused-1d";
+  }
+  // auto_tune(M, K) overrides split and fusion, as the seed's two rules compose.
+  const double ratio = double(d.m) / double(d.k);
+  why << "; auto_tune: M/K = " << ratio << " ";
+  if (ratio > 4) {
+    s1.split = Split::d1;
+    s1.fusion = Fusion::fused;
+    why << "> 4 -> 1d fused";
+  } else if (ratio < 0.25) {
+    s1.split = Split::d2;
+    s1.fusion = Fusion::unfused;
+    why << "< 0.25 -> 2d unfused";
+  } else {
+    s1.split = Split::d1;
+    s1.fusion = Fusion::unfused;
+    why << "between -> 1d unfused";
+  }
+  s1.driver = s1.fusion == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
+  s1.algo = Algo::ring;
+  if (!can_run(Backend::cpu_mpi, d, s1).ok()) {
+    // The rules name combinations the op cannot take (a 2d split where rows are not cut, say):
+    // fall back to the nearest one that it can.
+    s1.split = Split::d1;
+    why << " (2d does not suit " << to_string(d.op) << ": 1d)";
+  }
+  if (!can_run(Backend::cpu_mpi, d, s1).ok()) {
+    s1 = serial_schedule();
+    why << " (no valid combination: serial)";
+  }
+  h.schedule = s1;
+  h.name = name_of(s1);
+  h.why = why.str();
+  return h;
+}
+
+}  // namespace cofuse

@@ -1,0 +1,144 @@
+#include "cofuse/tuning.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cofuse/backend.hpp"
+#include "cofuse/config.hpp"
+#include "cofuse/status.hpp"
+
+namespace cofuse {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+constexpr const char* kSchema = "cofuse.tuning/1";
+
+int bucket(int64_t size) { return size < 1 ? 0 : static_cast<int>(std::floor(std::log2(double(size)))); }
+
+bool same_key_but_m(const TuningEntry& a, const TuningEntry& b) {
+  return a.machine == b.machine && a.ranks == b.ranks && a.op == b.op && a.dtype == b.dtype && a.axis == b.axis &&
+         a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.n_bucket == b.n_bucket && a.k_bucket == b.k_bucket;
+}
+
+json to_json(const TuningEntry& e) {
+  return {{"machine", e.machine}, {"ranks", e.ranks}, {"op", e.op}, {"dtype", e.dtype}, {"axis", e.axis},
+          {"trans_a", e.trans_a}, {"trans_b", e.trans_b}, {"m_bucket", e.m_bucket}, {"n_bucket", e.n_bucket},
+          {"k_bucket", e.k_bucket}, {"schedule", e.schedule.to_string()},
+          {"provenance", {{"m", e.m}, {"n", e.n}, {"k", e.k}, {"measured_at", e.measured_at}, {"revision", e.revision},
+                          {"winner_ms", e.winner_ms}, {"serial_ms", e.serial_ms}, {"candidates", e.candidates}}}};
+}
+
+TuningEntry from_json(const json& j) {
+  TuningEntry e;
+  e.machine = j.at("machine").get<std::string>();
+  e.ranks = j.at("ranks").get<int>();
+  e.op = j.at("op").get<std::string>();
+  e.dtype = j.at("dtype").get<std::string>();
+  e.axis = j.at("axis").get<std::string>();
+  e.trans_a = j.at("trans_a").get<bool>();
+  e.trans_b = j.at("trans_b").get<bool>();
+  e.m_bucket = j.at("m_bucket").get<int>();
+  e.n_bucket = j.at("n_bucket").get<int>();
+  e.k_bucket = j.at("k_bucket").get<int>();
+  Status error;
+  const auto s = Schedule::parse(j.at("schedule").get<std::string>(), &error);
+  if (!s) throw Error(ErrorCode::invalid_argument, "schedule: " + error.message());
+  e.schedule = *s;
+  const json& p = j.at("provenance");
+  e.m = p.value("m", int64_t(0));
+  e.n = p.value("n", int64_t(0));
+  e.k = p.value("k", int64_t(0));
+  e.measured_at = p.value("measured_at", "");
+  e.revision = p.value("revision", "");
+  e.winner_ms = p.value("winner_ms", 0.0);
+  e.serial_ms = p.value("serial_ms", 0.0);
+  e.candidates = p.value("candidates", "");
+  return e;
+}
+
+}  // namespace
+
+TuningEntry TuningDb::key_of(const OpDesc& d, const std::string& machine) {
+  TuningEntry e;
+  e.machine = machine;
+  e.ranks = d.ranks;
+  e.op = to_string(d.op);
+  e.dtype = to_string(d.dtype);
+  e.axis = to_string(d.axis);
+  e.trans_a = d.trans_a;
+  e.trans_b = d.trans_b;
+  e.m_bucket = bucket(d.m);
+  e.n_bucket = bucket(d.n);
+  e.k_bucket = bucket(d.k);
+  return e;
+}
+
+TuningDb TuningDb::load(const std::string& path, std::string* warning) {
+  TuningDb db;
+  std::ifstream in(path);
+  if (!in) return db;  // no database yet
+  try {
+    const json doc = json::parse(in);
+    if (!doc.is_object() || doc.value("schema", "") != kSchema)
+      throw Error(ErrorCode::invalid_argument, std::string("not a cofuse tuning database (schema ") + kSchema + ")");
+    const json& entries = doc.at("entries");
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      try {
+        db.entries_.push_back(from_json(entries[i]));
+      } catch (const std::exception& e) {
+        throw Error(ErrorCode::invalid_argument, "entry " + std::to_string(i) + ": " + e.what());
+      }
+    }
+  } catch (const std::exception& e) {
+    if (warning) *warning = "cofuse: ignoring tuning database " + path + ": " + e.what();
+    return TuningDb();
+  }
+  return db;
+}
+
+std::optional<TuningEntry> TuningDb::lookup(const OpDesc& desc, const std::string& machine) const {
+  const TuningEntry key = key_of(desc, machine);
+  const TuningEntry* nearest = nullptr;
+  for (const TuningEntry& e : entries_) {
+    if (!same_key_but_m(e, key)) continue;
+    const int distance = std::abs(e.m_bucket - key.m_bucket);
+    if (distance == 0) return e;
+    if (distance == 1 && !nearest) nearest = &e;
+  }
+  // Entries are measured by the CPU executor (cofuse tune): a neighbour must be runnable there.
+  if (nearest && can_run(Backend::cpu_mpi, desc, nearest->schedule).ok()) return *nearest;
+  return std::nullopt;
+}
+
+void TuningDb::put(const TuningEntry& entry) {
+  for (TuningEntry& e : entries_)
+    if (same_key_but_m(e, entry) && e.m_bucket == entry.m_bucket) {
+      e = entry;
+      return;
+    }
+  entries_.push_back(entry);
+}
+
+void TuningDb::save(const std::string& path) const {
+  json entries = json::array();
+  for (const TuningEntry& e : entries_) entries.push_back(to_json(e));
+  const json doc = {{"schema", kSchema},
+                    {"comment", "schedules measured to win by cofuse tune; the planner consults them before its model"},
+                    {"entries", entries}};
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    out << doc.dump(2) << "\n";
+    if (!out) throw Error(ErrorCode::io, "cannot write " + partial);
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) throw Error(ErrorCode::io, "cannot rename " + partial + " to " + path);
+}
+
+std::string default_tuning_db() { return config::tuning_db().value; }
+
+}  // namespace cofuse

@@ -1,0 +1,424 @@
+#include "model/sim/event_sim.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <map>
+#include <queue>
+#include <string>
+
+#include "cofuse/status.hpp"
+#include "core/exec_model/engines.hpp"
+#include "core/exec_model/matching.hpp"
+#include "model/sim/losses.hpp"
+
+namespace cofuse::detail {
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kUnlimited = 1e30;  // bytes/s of a message that crosses no link (a rank to itself)
+
+enum class Kind : uint8_t { compute, copy, latency, flow, collective };
+
+// Something that takes virtual time: it has work left and a rate, recomputed whenever what it
+// shares changes. Work is seconds at full speed (compute, copy, latency) or bytes (flow,
+// collective).
+struct Activity {
+  Kind kind = Kind::compute;
+  int rank = -1, peer = -1;       // compute / copy: rank; flow / its latency: from, to
+  int task = -1, peer_task = -1;  // flow: the send on rank, the receive on peer
+  int collective = -1;            // collective / its latency: index in match_.collectives
+  bool gemm = false;
+  double remaining = 0;
+  double rate = 0;
+  double updated = 0;  // virtual time `remaining` was last brought up to date
+  uint32_t version = 0;
+  bool done = false;
+  std::vector<int> links;  // flow: the links it crosses
+};
+
+struct Event {
+  double time;
+  int id;
+  uint32_t version;
+  bool operator>(const Event& o) const { return time > o.time || (time == o.time && id > o.id); }
+};
+
+class EventSimulator {
+ public:
+  EventSimulator(std::vector<Plan>& plans, const CostModel& costs) : plans_(plans), costs_(costs) {}
+
+  SimResult run() {
+    const auto wall_start = std::chrono::steady_clock::now();
+    prepare();
+    for (int r = 0; r < ranks(); ++r)
+      for (int t = 0; t < int(plans_[r].tasks.size()); ++t)
+        if (state_[r].pending[t] == 0) ready(r, t);
+    while (!heap_.empty()) {
+      const Event ev = heap_.top();
+      heap_.pop();
+      Activity& a = acts_[ev.id];
+      if (a.done || ev.version != a.version) continue;  // superseded by a re-timing
+      now_ = ev.time;
+      a.remaining = 0;
+      a.updated = now_;
+      a.done = true;
+      ++result_.events;
+      finish(ev.id);
+    }
+    check_finished();
+    result_.makespan_s = 0;
+    for (const auto& times : result_.times)
+      for (const TaskTime& t : times) result_.makespan_s = std::max(result_.makespan_s, t.end);
+    result_.plans = std::move(plans_);
+    fill_busy_times(result_);
+    result_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    return std::move(result_);
+  }
+
+ private:
+  struct RankState {
+    std::vector<int> pending;                  // unmet dependencies per task
+    std::vector<std::vector<int>> dependents;  // tasks waiting on each task
+    std::vector<int> compute_order;            // compute-engine tasks in plan order
+    std::size_t next_compute = 0;
+    bool compute_busy = false;
+    int compute_activity = -1;
+    int comm_active = 0;              // messages and collectives in flight that involve this rank
+    bool gemm_running = false;
+    std::vector<int> flows;           // data-phase flows that involve this rank
+    int finished = 0;
+  };
+
+  int ranks() const { return static_cast<int>(plans_.size()); }
+  const Task& task(int rank, int t) const { return plans_[rank].tasks[t]; }
+
+  void prepare() {
+    state_.resize(plans_.size());
+    result_.times.resize(plans_.size());
+    for (int r = 0; r < ranks(); ++r) {
+      const Plan& plan = plans_[r];
+      RankState& s = state_[r];
+      const int n = static_cast<int>(plan.tasks.size());
+      s.pending.assign(n, 0);
+      s.dependents.assign(n, {});
+      result_.times[r].assign(n, TaskTime{});
+      result_.tasks += n;
+      for (int t = 0; t < n; ++t) {
+        const Task& k = plan.tasks[t];
+        for (int d : k.deps) {
+          if (d < 0 || d >= t) throw Error(ErrorCode::invalid_argument, "simulator: rank " + std::to_string(r) +
+                                                                        " task " + std::to_string(t) + " has a bad dependency");
+          ++s.pending[t];
+          s.dependents[d].push_back(t);
+        }
+      }
+      s.compute_order = compute_order(plan);
+    }
+    try {
+      match_ = match_ranks(plans_);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string("simulator: ") + e.what());
+    }
+    message_posted_.assign(match_.messages.size(), 0);
+    collective_posted_.assign(match_.collectives.size(), 0);
+    link_flows_.assign(costs_.link_bandwidths().size(), {});
+  }
+
+  // ---- activities and rates ----
+
+  int add(Activity a) {
+    a.updated = now_;
+    acts_.push_back(std::move(a));
+    const int id = static_cast<int>(acts_.size()) - 1;
+    retime(id, true);
+    return id;
+  }
+
+  double rate_of(const Activity& a) const {
+    switch (a.kind) {
+      case Kind::compute:
+        return a.gemm && state_[a.rank].comm_active > 0 ? costs_.gemm_rate_while_comm() : 1.0;
+      case Kind::copy:
+      case Kind::latency: return 1.0;
+      case Kind::flow: {
+        double rate = kUnlimited;
+        for (int l : a.links) rate = std::min(rate, costs_.link_bandwidths()[l] / double(link_flows_[l].size()));
+        if (state_[a.rank].gemm_running || state_[a.peer].gemm_running) rate *= costs_.comm_rate_while_gemm();
+        return rate;
+      }
+      case Kind::collective: {
+        const Task& t = task(0, match_.collectives[a.collective].tasks[0]);
+        double rate = costs_.collective_bus_rate(t) / double(active_collectives_.size());
+        if (gemm_ranks_ > 0) rate *= costs_.comm_rate_while_gemm();
+        return rate;
+      }
+    }
+    return 1.0;
+  }
+
+  // Brings the activity's remaining work up to now at its old rate, then schedules its end at
+  // its new rate (a stale event of the old rate is ignored by its version).
+  void retime(int id, bool fresh = false) {
+    Activity& a = acts_[id];
+    if (a.done) return;
+    a.remaining = std::max(0.0, a.remaining - (now_ - a.updated) * a.rate);
+    a.updated = now_;
+    const double rate = rate_of(a);
+    if (!fresh && rate == a.rate) return;
+    a.rate = rate;
+    ++a.version;
+    ++result_.events;
+    heap_.push({rate > 0 ? now_ + a.remaining / rate : kInfinity, id, a.version});
+  }
+
+  void set_comm_active(int rank, int delta) {
+    RankState& s = state_[rank];
+    const bool before = s.comm_active > 0;
+    s.comm_active += delta;
+    if (before != (s.comm_active > 0) && s.compute_activity >= 0) retime(s.compute_activity);
+  }
+
+  void set_gemm_running(int rank, bool running) {
+    RankState& s = state_[rank];
+    if (s.gemm_running == running) return;
+    s.gemm_running = running;
+    const int before = gemm_ranks_;
+    gemm_ranks_ += running ? 1 : -1;
+    for (int f : s.flows) retime(f);
+    if ((before > 0) != (gemm_ranks_ > 0))
+      for (int c : active_collectives_) retime(c);
+  }
+
+  // ---- tasks ----
+
+  void ready(int rank, int t) {
+    if (task(rank, t).engine == EngineId::compute) try_start_compute(rank);
+    else post(rank, t);
+  }
+
+  void try_start_compute(int rank) {
+    RankState& s = state_[rank];
+    if (s.compute_busy || s.next_compute >= s.compute_order.size()) return;
+    const int t = s.compute_order[s.next_compute];
+    if (s.pending[t] > 0) return;  // the engine runs its tasks in plan order, like the executor
+    ++s.next_compute;
+    s.compute_busy = true;
+    result_.times[rank][t].start = now_;
+    Activity a;
+    a.kind = Kind::compute;
+    a.rank = rank;
+    a.task = t;
+    a.gemm = task(rank, t).kind == TaskKind::gemm;
+    a.remaining = costs_.compute_seconds(rank, task(rank, t));
+    if (a.gemm) set_gemm_running(rank, true);
+    s.compute_activity = add(std::move(a));
+  }
+
+  void post(int rank, int t) {
+    result_.times[rank][t].start = now_;
+    const Task& k = task(rank, t);
+    switch (k.kind) {
+      case TaskKind::send:
+      case TaskKind::recv: {
+        // A message starts when both halves are posted (matching.hpp pairs them).
+        const int m = match_.message_of[rank][t];
+        if (++message_posted_[m] == 2) {
+          const MatchedMessage& msg = match_.messages[m];
+          start_message(msg.send.rank, msg.send.task, msg.recv.rank, msg.recv.task);
+        }
+        break;
+      }
+      case TaskKind::collective: {
+        // A collective starts when every rank has posted its part.
+        const int c = match_.collective_of[rank][t];
+        if (++collective_posted_[c] == ranks()) start_collective(c);
+        break;
+      }
+      case TaskKind::pack:
+      case TaskKind::unpack: {
+        Activity a;
+        a.kind = Kind::copy;
+        a.rank = rank;
+        a.task = t;
+        a.remaining = costs_.copy_seconds(rank, k);
+        add(std::move(a));
+        break;
+      }
+      default:
+        throw Error(ErrorCode::invalid_argument, "simulator: task '" + k.label + "' on the communication engine is not communication");
+    }
+  }
+
+  void start_message(int from, int send, int to, int recv) {
+    Activity a;
+    a.kind = Kind::latency;
+    a.rank = from;
+    a.peer = to;
+    a.task = send;
+    a.peer_task = recv;
+    a.remaining = costs_.latency_seconds(from, to);
+    set_comm_active(from, +1);
+    if (to != from) set_comm_active(to, +1);
+    add(std::move(a));
+  }
+
+  void start_collective(int index) {
+    Activity a;
+    a.kind = Kind::latency;
+    a.collective = index;
+    a.remaining = costs_.collective_latency_seconds(task(0, match_.collectives[index].tasks[0]));
+    for (int r = 0; r < ranks(); ++r) set_comm_active(r, +1);
+    add(std::move(a));
+  }
+
+  void complete(int rank, int t) {
+    RankState& s = state_[rank];
+    result_.times[rank][t].end = now_;
+    ++s.finished;
+    for (int d : s.dependents[t])
+      if (--s.pending[d] == 0) ready(rank, d);
+  }
+
+  void remove_flow(int id) {
+    Activity& a = acts_[id];
+    for (int l : a.links) {
+      auto& flows = link_flows_[l];
+      flows.erase(std::find(flows.begin(), flows.end(), id));
+    }
+    for (int r : {a.rank, a.peer}) {
+      auto& flows = state_[r].flows;
+      if (auto it = std::find(flows.begin(), flows.end(), id); it != flows.end()) flows.erase(it);
+    }
+  }
+
+  // The data phase of a message whose latency has passed and whose predecessors between the
+  // same ranks are done: it joins its links, and every flow on them is re-timed.
+  void start_flow(const Activity& message) {
+    Activity next;
+    next.kind = Kind::flow;
+    next.rank = message.rank;
+    next.peer = message.peer;
+    next.task = message.task;
+    next.peer_task = message.peer_task;
+    next.remaining = double(task(message.rank, message.task).bytes);
+    costs_.links(message.rank, message.peer, next.links);
+    const int nid = static_cast<int>(acts_.size());
+    for (int l : next.links) link_flows_[l].push_back(nid);
+    state_[message.rank].flows.push_back(nid);
+    if (message.peer != message.rank) state_[message.peer].flows.push_back(nid);
+    const std::vector<int> links = next.links;
+    add(std::move(next));
+    retime_links(links);
+  }
+
+  // Flows sharing a link with these links are re-timed (their share changed).
+  void retime_links(const std::vector<int>& links) {
+    for (int l : links)
+      for (int f : link_flows_[l]) retime(f);
+  }
+
+  void finish(int id) {
+    const Activity a = acts_[id];  // a copy: starting new activities may move acts_
+    switch (a.kind) {
+      case Kind::compute: {
+        RankState& s = state_[a.rank];
+        s.compute_busy = false;
+        s.compute_activity = -1;
+        if (a.gemm) set_gemm_running(a.rank, false);
+        complete(a.rank, a.task);
+        try_start_compute(a.rank);
+        break;
+      }
+      case Kind::copy: complete(a.rank, a.task); break;
+      case Kind::latency: {
+        Activity next;
+        next.rank = a.rank;
+        next.peer = a.peer;
+        next.task = a.task;
+        next.peer_task = a.peer_task;
+        next.collective = a.collective;
+        if (a.collective >= 0) {
+          const Task& t = task(0, match_.collectives[a.collective].tasks[0]);
+          next.kind = Kind::collective;
+          next.remaining = costs_.collective_bus_bytes(t);
+          const int nid = static_cast<int>(acts_.size());
+          active_collectives_.push_back(nid);
+          add(std::move(next));
+          for (int c : active_collectives_) retime(c);
+        } else {
+          // Messages between one pair of ranks travel in order, one after another, as over
+          // one connection (MPI over TCP, a NCCL channel): the next waits for the one before.
+          auto& queue = pair_queue_[{a.rank, a.peer}];
+          queue.push_back(a);
+          if (queue.size() == 1) start_flow(a);
+        }
+        break;
+      }
+      case Kind::flow: {
+        const int from = a.rank, to = a.peer, send = a.task, recv = a.peer_task;
+        const std::vector<int> links = a.links;
+        remove_flow(id);
+        auto& queue = pair_queue_[{from, to}];
+        queue.pop_front();
+        if (!queue.empty()) start_flow(queue.front());
+        retime_links(links);
+        set_comm_active(from, -1);
+        if (to != from) set_comm_active(to, -1);
+        complete(from, send);
+        complete(to, recv);
+        break;
+      }
+      case Kind::collective: {
+        active_collectives_.erase(std::find(active_collectives_.begin(), active_collectives_.end(), id));
+        for (int c : active_collectives_) retime(c);
+        const std::vector<int> tasks = match_.collectives[a.collective].tasks;
+        for (int r = 0; r < ranks(); ++r) set_comm_active(r, -1);
+        for (int r = 0; r < ranks(); ++r) complete(r, tasks[r]);
+        break;
+      }
+    }
+  }
+
+  void check_finished() const {
+    for (int r = 0; r < ranks(); ++r) {
+      if (state_[r].finished == int(plans_[r].tasks.size())) continue;
+      std::string waiting;
+      int shown = 0;
+      for (int t = 0; t < int(plans_[r].tasks.size()) && shown < 3; ++t)
+        if (result_.times[r][t].end == 0 && state_[r].pending[t] == 0) {
+          waiting += (shown++ ? ", '" : "'") + plans_[r].tasks[t].label + "'";
+        }
+      throw Error(ErrorCode::internal, "simulator: the plans never finish (deadlock): rank " + std::to_string(r) +
+                                           " waits in " + (waiting.empty() ? std::string("its dependencies") : waiting));
+    }
+  }
+
+  std::vector<Plan>& plans_;
+  const CostModel& costs_;
+  std::vector<RankState> state_;
+  std::vector<Activity> acts_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
+  std::vector<std::vector<int>> link_flows_;
+  std::map<std::pair<int, int>, std::deque<Activity>> pair_queue_;  // messages (after latency) per (from, to)
+  Matching match_;                      // which send meets which receive, which tasks form a collective
+  std::vector<int> message_posted_;     // per message: halves posted so far
+  std::vector<int> collective_posted_;  // per collective: ranks that have posted it
+  std::vector<int> active_collectives_;
+  int gemm_ranks_ = 0;
+  double now_ = 0;
+  SimResult result_;
+};
+
+}  // namespace
+
+SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs) {
+  if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulator: no plans");
+  EventSimulator sim(plans, costs);
+  return sim.run();
+}
+
+}  // namespace cofuse::detail

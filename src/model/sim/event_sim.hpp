@@ -1,0 +1,40 @@
+// The simulator's event simulation: plans in virtual time. It knows tasks, engines, flows and
+// links, never ops or machines: what a task costs comes from a CostModel (a machine profile, or
+// the explicit per-chunk costs of the what-if form). Which send meets which receive, and the
+// order the compute engine runs its tasks in, come from the execution model
+// (core/exec_model/matching.hpp, engines.hpp), which the executors follow too.
+#pragma once
+
+#include <vector>
+
+#include "cofuse/plan.hpp"
+#include "cofuse/simulate.hpp"
+
+namespace cofuse::detail {
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  /// Seconds a compute-engine task (GEMM, reduction) takes with nothing beside it.
+  virtual double compute_seconds(int rank, const Task& task) const = 0;
+  /// Fixed seconds of a local copy on the communication engine (pack, unpack).
+  virtual double copy_seconds(int rank, const Task& task) const = 0;
+  /// Point-to-point: seconds before a message's data starts to move (latency + posting cost).
+  virtual double latency_seconds(int from, int to) const = 0;
+  /// The links a message from `from` to `to` crosses (indices into link_bandwidths()).
+  virtual void links(int from, int to, std::vector<int>& out) const = 0;
+  /// Bytes per second of every link.
+  virtual const std::vector<double>& link_bandwidths() const = 0;
+  /// A library collective: seconds before data moves, bus bytes it moves, bus bytes per second.
+  virtual double collective_latency_seconds(const Task& task) const = 0;
+  virtual double collective_bus_bytes(const Task& task) const = 0;
+  virtual double collective_bus_rate(const Task& task) const = 0;
+  /// Contention factors (1 = none): GEMM speed while its rank moves data, and the reverse.
+  virtual double gemm_rate_while_comm() const = 0;
+  virtual double comm_rate_while_gemm() const = 0;
+};
+
+/// Runs every rank's plan to completion in virtual time. Throws Error(internal) on a deadlock.
+SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs);
+
+}  // namespace cofuse::detail

@@ -1,0 +1,106 @@
+#include "model/sim/profile_costs.hpp"
+
+#include <algorithm>
+
+#include "core/exec_model/times.hpp"
+
+namespace cofuse::detail {
+
+namespace {
+bool uses_nonblocking(const CollectiveModel& m, bool nonblocking) { return nonblocking && m.nonblocking_busbw_GBps > 0; }
+}  // namespace
+
+ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused,
+                           bool polled, bool nonblocking)
+    : profile_(profile),
+      options_(options),
+      ranks_(ranks),
+      dtype_(dtype),
+      fused_(fused),
+      nonblocking_(nonblocking),
+      notice_s_(polled ? 0.5e-6 * options.poll_us : 0.0) {
+  throw_if_error(profile.validate());
+  if (options.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "simulator: tile_rows must be >= 1");
+  const NetworkModel& n = profile.network;
+  const double link = n.bandwidth_GBps * 1e9;
+  if (n.topology == "shared") {
+    bandwidths_.assign(1, link);
+  } else {
+    bandwidths_.assign(2 * std::size_t(ranks), link);
+    if (n.topology == "two_level") bandwidths_.resize(4 * std::size_t(ranks), n.inter_bandwidth_GBps * 1e9);
+  }
+}
+
+double ProfileCosts::gemm_seconds_alone(const Task& t) const {
+  const int64_t k = t.trans_x ? t.x.rows : t.x.cols;
+  if (!fused_) return gemm_seconds(profile_, dtype_, t.z.rows, t.z.cols, k);
+  // A fused GEMM runs tile by tile, with a progress call between tiles: every tile is a call.
+  const int64_t step = options_.tile_rows, full = t.z.rows / step, rest = t.z.rows % step;
+  double seconds = double(full) * gemm_seconds(profile_, dtype_, step, t.z.cols, k);
+  if (rest > 0) seconds += gemm_seconds(profile_, dtype_, rest, t.z.cols, k);
+  return seconds;
+}
+
+double ProfileCosts::compute_seconds(int, const Task& t) const {
+  if (t.kind == TaskKind::gemm) return gemm_seconds_alone(t);
+  // A reduction reads two operands and writes one.
+  return profile_.task_overhead_s + 3.0 * double(t.bytes) / (profile_.compute.memory_GBps * 1e9);
+}
+
+double ProfileCosts::copy_seconds(int, const Task& t) const {
+  return profile_.task_overhead_s + 2.0 * double(t.bytes) / (profile_.compute.memory_GBps * 1e9);
+}
+
+bool ProfileCosts::same_node(int a, int b) const {
+  const int64_t per = profile_.network.ranks_per_node;
+  return profile_.network.topology != "two_level" || a / per == b / per;
+}
+
+double ProfileCosts::latency_seconds(int from, int to) const {
+  const NetworkModel& n = profile_.network;
+  return notice_s_ + profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s);
+}
+
+void ProfileCosts::links(int from, int to, std::vector<int>& out) const {
+  out.clear();
+  if (from == to) return;
+  if (profile_.network.topology == "shared") {
+    out.push_back(0);
+  } else if (same_node(from, to)) {
+    out.push_back(from);
+    out.push_back(ranks_ + to);
+  } else {
+    out.push_back(2 * ranks_ + from);
+    out.push_back(3 * ranks_ + to);
+  }
+}
+
+const CollectiveModel& ProfileCosts::model(const Task& t) const {
+  switch (t.collective) {
+    case Collective::allgather: return profile_.network.allgather;
+    case Collective::reduce_scatter: return profile_.network.reduce_scatter;
+    case Collective::allreduce: return profile_.network.allreduce;
+  }
+  return profile_.network.allreduce;
+}
+
+double ProfileCosts::alpha(const Task& t) const {
+  const CollectiveModel& m = model(t);
+  return uses_nonblocking(m, nonblocking_) ? m.nonblocking_alpha_s : m.alpha_s;
+}
+
+double ProfileCosts::collective_latency_seconds(const Task& t) const {
+  return notice_s_ + profile_.task_overhead_s + alpha(t);
+}
+
+double ProfileCosts::collective_bus_bytes(const Task& t) const {
+  // nccl-tests' bus factor: the bytes each rank's link must carry, relative to the whole data.
+  return double(t.bytes) * bus_factor(t.collective, ranks_);
+}
+
+double ProfileCosts::collective_bus_rate(const Task& t) const {
+  const CollectiveModel& m = model(t);
+  return (uses_nonblocking(m, nonblocking_) ? m.nonblocking_busbw_GBps : m.busbw_GBps) * 1e9;
+}
+
+}  // namespace cofuse::detail

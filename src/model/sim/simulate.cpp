@@ -1,0 +1,164 @@
+// The simulator's entry points: an op and schedule on a profile (with the loss breakdown), the
+// textbook pipeline of explicit per-chunk costs, and traces of either.
+#include "cofuse/simulate.hpp"
+
+#include <algorithm>
+#include <fstream>
+
+#include "cofuse/backend.hpp"
+#include "cofuse/trace_json.hpp"
+#include "core/exec_model/engines.hpp"
+#include "model/sim/event_sim.hpp"
+#include "model/sim/losses.hpp"
+#include "model/sim/profile_costs.hpp"
+
+namespace cofuse {
+
+namespace {
+
+std::vector<Plan> lower_all(const OpDesc& desc, const Schedule& schedule) {
+  std::vector<Plan> plans;
+  plans.reserve(std::size_t(desc.ranks));
+  for (int r = 0; r < desc.ranks; ++r) plans.push_back(lower(desc, schedule, r));
+  return plans;
+}
+
+
+// The what-if form: every GEMM piece costs compute + overhead seconds, every message moves at a
+// rate that makes one piece's bytes take comm seconds.
+class ExplicitCosts : public detail::CostModel {
+ public:
+  static constexpr double kPieceBytes = 1e6;
+  ExplicitCosts(const PipelineCosts& c, int pieces_per_task)
+      : compute_(c.compute_s * pieces_per_task + c.overhead_s),
+        bandwidths_(4, c.comm_s > 0 ? kPieceBytes / c.comm_s : 1e30) {}
+  double compute_seconds(int, const Task&) const override { return compute_; }
+  double copy_seconds(int, const Task&) const override { return 0; }
+  double latency_seconds(int, int) const override { return 0; }
+  void links(int from, int to, std::vector<int>& out) const override { out = {from, 2 + to}; }
+  const std::vector<double>& link_bandwidths() const override { return bandwidths_; }
+  double collective_latency_seconds(const Task&) const override { return 0; }
+  double collective_bus_bytes(const Task& t) const override { return double(t.bytes); }
+  double collective_bus_rate(const Task&) const override { return bandwidths_[0]; }
+  double gemm_rate_while_comm() const override { return 1; }
+  double comm_rate_while_gemm() const override { return 1; }
+
+ private:
+  double compute_;
+  std::vector<double> bandwidths_;
+};
+
+// Two ranks that each compute `pieces` GEMM pieces and send piece i to the other as soon as it
+// is done (pipelined), or compute everything and then send it all (serial: one piece).
+std::vector<Plan> pipeline_plans(int pieces, int chunks) {
+  std::vector<Plan> plans(2);
+  for (int r = 0; r < 2; ++r) {
+    Plan& p = plans[r];
+    p.rank = r;
+    p.desc.ranks = 2;
+    p.schedule.overlap = pieces > 1 ? Overlap::chunk : Overlap::none;
+    p.schedule.chunks = pieces;
+    for (int i = 0; i < pieces; ++i) {
+      Task g;
+      g.kind = TaskKind::gemm;
+      g.engine = EngineId::compute;
+      g.chunk = i;
+      g.label = "compute piece " + std::to_string(i);
+      p.tasks.push_back(g);
+      Task s;
+      s.kind = TaskKind::send;
+      s.engine = EngineId::comm;
+      s.peer = 1 - r;
+      s.tag = i;
+      s.chunk = i;
+      s.bytes = int64_t(ExplicitCosts::kPieceBytes) * (chunks / pieces);
+      s.deps = {int(p.tasks.size()) - 1};
+      s.label = "send piece " + std::to_string(i);
+      p.tasks.push_back(s);
+      Task v = s;
+      v.kind = TaskKind::recv;
+      v.deps.clear();
+      v.label = "recv piece " + std::to_string(i);
+      p.tasks.push_back(v);
+    }
+  }
+  return plans;
+}
+
+}  // namespace
+
+SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile, const SimOptions& options) {
+  if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulate_plans: no plans");
+  const Plan& first = plans.front();
+  const detail::EngineRules rules = detail::engine_rules(first.schedule);
+  const detail::ProfileCosts costs(profile, options, static_cast<int>(plans.size()), first.desc.dtype, rules.tiled_gemm,
+                                   rules.separate_comm_driver, !rules.blocking_collectives);
+  return detail::run_event_sim(std::move(plans), costs);
+}
+
+namespace {
+
+void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
+  const bool ok = serial.plans.size() == std::size_t(desc.ranks) && serial.times.size() == serial.plans.size() &&
+                  serial.plans.front().desc == desc && serial.plans.front().schedule == serial_schedule();
+  if (!ok)
+    throw Error(ErrorCode::invalid_argument, "simulate: the serial baseline passed is not the serial schedule of " +
+                                                 desc.to_string() + " on " + std::to_string(desc.ranks) + " ranks");
+}
+
+}  // namespace
+
+SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options) {
+  throw_if_error(desc.validate());
+  throw_if_error(can_run_anywhere(desc, schedule));  // predicts a run on any backend
+  throw_if_error(profile.validate());
+  SimResult result = simulate_plans(lower_all(desc, schedule), profile, options);
+  if (schedule == serial_schedule()) {
+    result.losses = detail::sim_losses(result, result, profile, options);  // its own baseline
+    return result;
+  }
+  const SimResult serial = simulate_plans(lower_all(desc, serial_schedule()), profile, options);
+  result.losses = detail::sim_losses(result, serial, profile, options);
+  return result;
+}
+
+SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options,
+                   const SimResult& serial_baseline) {
+  throw_if_error(desc.validate());
+  throw_if_error(can_run_anywhere(desc, schedule));  // predicts a run on any backend
+  throw_if_error(profile.validate());
+  check_serial_baseline(desc, serial_baseline);
+  if (schedule == serial_schedule()) {
+    SimResult result = serial_baseline;  // deterministic: simulating it again would give the same
+    result.losses = detail::sim_losses(result, serial_baseline, profile, options);
+    return result;
+  }
+  SimResult result = simulate_plans(lower_all(desc, schedule), profile, options);
+  result.losses = detail::sim_losses(result, serial_baseline, profile, options);
+  return result;
+}
+
+PipelinePrediction simulate_pipeline(const PipelineCosts& c) {
+  if (c.chunks < 1) throw Error(ErrorCode::invalid_argument, "pipeline: chunks must be >= 1, not " + std::to_string(c.chunks));
+  if (c.compute_s < 0 || c.comm_s < 0 || c.overhead_s < 0)
+    throw Error(ErrorCode::invalid_argument, "pipeline: per-chunk costs must be >= 0");
+  PipelinePrediction out;
+  out.serial = detail::run_event_sim(pipeline_plans(1, c.chunks), ExplicitCosts(c, c.chunks));
+  out.pipelined = detail::run_event_sim(pipeline_plans(c.chunks, c.chunks), ExplicitCosts(c, 1));
+  out.serial_s = out.serial.makespan_s;
+  out.pipelined_s = out.pipelined.makespan_s;
+  return out;
+}
+
+void write_sim_trace(const std::string& path, const SimResult& result, const std::string& title) {
+  std::vector<const Plan*> plans;
+  for (const Plan& p : result.plans) plans.push_back(&p);
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorCode::io, "write_sim_trace: cannot open " + path);
+  out << chrome_trace_json(plans, result.times, 0, {"compute (simulated)", "comm (simulated)"},
+                           "virtual time of the simulator: " + title)
+      << "\n";
+  if (!out) throw Error(ErrorCode::io, "write_sim_trace: writing " + path + " failed");
+}
+
+}  // namespace cofuse

@@ -1,0 +1,105 @@
+// The configuration registry: each getter takes a flag over the environment over the default,
+// says which one it took, and refuses a variable that does not parse, naming it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "cofuse/config.hpp"
+#include "cofuse/run_types.hpp"
+#include "cofuse/simulate.hpp"
+#include "cofuse/status.hpp"
+
+namespace cofuse {
+namespace {
+
+// Sets (or unsets) a variable for one test and puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(Config, DefaultsWhenNothingIsSet) {
+  ScopedEnv p("COFUSE_PROFILE", nullptr), d("COFUSE_DEADLINE_S", nullptr), t("COFUSE_TUNING_DB", nullptr),
+      l("COFUSE_LINK", nullptr), s("COFUSE_TEST_SEED", nullptr);
+  const config::Setting<std::string> profile = config::profile();
+  EXPECT_EQ(profile.value, "this-host-shm");
+  EXPECT_EQ(profile.source, config::Source::default_value);
+  EXPECT_EQ(config::deadline_s().value, 600);
+  EXPECT_EQ(config::tuning_db().value, "");
+  EXPECT_EQ(config::link().value, config::kLinkUndescribed);
+  EXPECT_FALSE(config::test_seed().value);
+  // The settings structs take their defaults from the registry: the numbers exist once.
+  EXPECT_EQ(ExecSettings{}.poll_us, config::kPollUs);
+  EXPECT_EQ(ExecSettings{}.tile_rows, config::kTileRows);
+  EXPECT_EQ(SimOptions{}.poll_us, config::kPollUs);
+  EXPECT_EQ(SimOptions{}.tile_rows, config::kTileRows);
+  const config::Setting<std::string> poll = config::lookup("poll_us");
+  EXPECT_EQ(poll.value, "200");
+  EXPECT_EQ(config::to_string(poll.source), std::string("default"));
+}
+
+TEST(Config, TheEnvironmentOverridesTheDefaultAndAFlagOverridesBoth) {
+  ScopedEnv p("COFUSE_PROFILE", "8xH100-SXM"), d("COFUSE_DEADLINE_S", "2.5"), l("COFUSE_LINK", "a wire"),
+      s("COFUSE_TEST_SEED", "42");
+  EXPECT_EQ(config::profile().value, "8xH100-SXM");
+  EXPECT_EQ(config::profile().source, config::Source::environment);
+  EXPECT_EQ(config::profile("8xMI300X").value, "8xMI300X");
+  EXPECT_EQ(config::profile("8xMI300X").source, config::Source::flag);
+  EXPECT_EQ(config::deadline_s().value, 2.5);
+  EXPECT_EQ(config::deadline_s().source, config::Source::environment);
+  EXPECT_EQ(config::link().value, "a wire");
+  EXPECT_EQ(*config::test_seed().value, 42u);
+  // lookup() by entry name or by variable name gives the same answer.
+  EXPECT_EQ(config::lookup("COFUSE_PROFILE").value, "8xH100-SXM");
+  EXPECT_EQ(config::lookup("deadline_s").value, "2.5");
+  EXPECT_EQ(config::to_string(config::lookup("profile", "x.json").source), std::string("flag"));
+  // An empty variable counts as unset.
+  ScopedEnv empty("COFUSE_PROFILE", "");
+  EXPECT_EQ(config::profile().source, config::Source::default_value);
+}
+
+TEST(Config, ABadValueIsAnErrorNamingTheVariable) {
+  for (const char* bad : {"ten", "-1", "5s", "nan", "inf"}) {
+    ScopedEnv d("COFUSE_DEADLINE_S", bad);
+    try {
+      config::deadline_s();
+      ADD_FAILURE() << "COFUSE_DEADLINE_S=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("COFUSE_DEADLINE_S='" + std::string(bad) + "' is not a number of seconds"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(config::lookup("COFUSE_DEADLINE_S"), Error);
+  }
+  ScopedEnv s("COFUSE_TEST_SEED", "-3");
+  EXPECT_THROW(config::test_seed(), Error);
+  EXPECT_THROW(config::lookup("no_such_setting"), Error);
+}
+
+TEST(Config, EveryEntryIsDescribedAndResolves) {
+  std::set<std::string_view> names;
+  for (const config::Entry& e : config::entries()) {
+    EXPECT_TRUE(names.insert(e.name).second) << "two entries named " << e.name;
+    EXPECT_FALSE(e.type.empty()) << e.name;
+    EXPECT_FALSE(e.description.empty()) << e.name;
+    EXPECT_TRUE(e.variable.empty() || e.variable.substr(0, 7) == "COFUSE_") << e.variable;
+    ASSERT_NE(e.effective, nullptr) << e.name;
+  }
+  for (const char* wanted : {"profile", "deadline_s", "tuning_db", "link", "poll_us", "tile_rows"})
+    EXPECT_TRUE(names.count(wanted)) << wanted;
+}
+
+}  // namespace
+}  // namespace cofuse

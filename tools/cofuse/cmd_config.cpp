@@ -1,0 +1,87 @@
+// `cofuse config`: every entry of the configuration registry (include/cofuse/config.hpp) with
+// its effective value and where that value came from (default, environment, flag). No MPI.
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cofuse/config.hpp"
+#include "cofuse/status.hpp"
+#include "commands.hpp"
+
+namespace cofuse::cli {
+
+namespace {
+
+struct ConfigArgs {
+  std::string profile;  // shows how a --profile flag would resolve
+  bool json = false;
+};
+
+// One entry's row; a variable that does not parse becomes the row's error (the others still print).
+struct Row {
+  const config::Entry* entry;
+  config::Setting<std::string> value;
+  std::string error;
+};
+
+int config_command(const ConfigArgs& args) {
+  std::vector<Row> rows;
+  for (const config::Entry& e : config::entries()) {
+    Row row{&e, {}, {}};
+    try {
+      row.value = e.effective(e.name == "profile" ? std::string_view(args.profile) : std::string_view());
+    } catch (const Error& error) {
+      row.error = error.what();
+    }
+    rows.push_back(row);
+  }
+  bool failed = false;
+  if (args.json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const Row& r : rows) {
+      nlohmann::ordered_json j{{"name", r.entry->name},
+                               {"variable", r.entry->variable},
+                               {"type", r.entry->type},
+                               {"default", r.entry->default_text},
+                               {"description", r.entry->description}};
+      if (r.error.empty()) {
+        j["value"] = r.value.value;
+        j["source"] = config::to_string(r.value.source);
+      } else {
+        j["error"] = r.error;
+      }
+      out.push_back(j);
+    }
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << std::left << std::setw(12) << "setting" << std::setw(20) << "variable" << std::setw(13) << "source"
+              << "value\n";
+    for (const Row& r : rows) {
+      const std::string variable = r.entry->variable.empty() ? "-" : std::string(r.entry->variable);
+      std::cout << std::setw(12) << r.entry->name << std::setw(20) << variable << std::setw(13)
+                << (r.error.empty() ? config::to_string(r.value.source) : "INVALID")
+                << (r.error.empty() ? (r.value.value.empty() ? "(none)" : r.value.value) : r.error) << "\n"
+                << std::setw(12) << "" << r.entry->description << "\n";
+    }
+  }
+  for (const Row& r : rows) {
+    if (r.error.empty()) continue;
+    std::cerr << "cofuse config: error: " << r.error << std::endl;
+    failed = true;
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+std::function<int()> add_config_command(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  CLI::App* c = app.add_subcommand(
+      "config", "Print every setting cofuse reads (COFUSE_* variables and defaults): its effective value and where it\n"
+                "came from (default, environment, flag). Exit 1 when a variable holds a value that does not parse.");
+  c->add_option("--profile", args->profile, "Show how this --profile flag resolves (as run/plan/sim/tune would take it)");
+  c->add_flag("--json", args->json, "Print one JSON array, one object per setting");
+  return [args] { return config_command(*args); };
+}
+
+}  // namespace cofuse::cli
