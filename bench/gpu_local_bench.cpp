@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/backend.hpp"
 #include "cofuse/cuda.hpp"
 #include "cofuse/random.hpp"
 #include "core/common/half.hpp"
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> names;
       for (const std::string& text : schedules) {
         const Schedule s = *Schedule::parse(text);
-        if (!s.validate_for(d).ok()) continue;
+        if (!can_run(Backend::cuda_local, d, s).ok()) continue;
         groups.push_back(std::make_unique<cuda::LocalGroup>(d, s));
         names.push_back(text);
       }

@@ -61,10 +61,11 @@ struct LinearConfig {
   /// Machine profile for the planner: a shipped name or a file; "" = config::profile()'s rule
   /// ($COFUSE_PROFILE, else "this-host-shm").
   std::string profile;
-  /// Where the planner's answers are kept (not owned; must outlive the layer's construction);
-  /// null = one cache the layers share in this process.
-  PlannerCache* planner_cache = nullptr;
   ExecSettings exec;  // executor settings of every Operation
+  /// Where the planner's answers are kept (not owned; must outlive the layer's construction);
+  /// null = one cache the layers share in this process. Last, so aggregate initialisation
+  /// written before it existed still means what it did.
+  PlannerCache* planner_cache = nullptr;
 };
 
 /// What one GEMM of a layer is and did.
@@ -133,8 +134,8 @@ struct MlpConfig {
   /// Schedules of the six GEMMs (column fprop/dgrad/wgrad, row fprop/dgrad/wgrad); nullopt = planner.
   std::optional<Schedule> schedules[6];
   std::string profile;                    // as LinearConfig::profile
-  PlannerCache* planner_cache = nullptr;  // as LinearConfig::planner_cache
   ExecSettings exec;
+  PlannerCache* planner_cache = nullptr;  // as LinearConfig::planner_cache
 };
 
 class MlpBlock {

@@ -53,6 +53,8 @@ enum class CommDriver {
   ce,       // GPU copy engines (cudaMemcpyAsync on a communication stream)
   sm,       // GPU SMs: copy kernels, or NCCL between processes
 };
+/// The enum's name before CommDriver (Schedule::engine is now Schedule::driver).
+using Engine [[deprecated("use CommDriver (and Schedule::driver)")]] = CommDriver;
 enum class Algo { coll, ring, direct };
 
 struct Schedule {

@@ -139,10 +139,27 @@ struct Group::Impl {
         state->comm, [&] { if (rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"); },
         failed_to("to make an NCCL id"));
     cofuse::detail::mpi_check(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, state->comm), "MPI_Bcast (NCCL id)");
-    nccl_check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
-    issuer = std::make_unique<NcclIssuer>(nccl, d.dtype);
-    runner = std::make_unique<detail::ProgramRunner>(std::move(program), d.dtype, st, std::vector<int64_t>{plan.work_elements},
-                                                     true, issuer.get());
+    // Joining NCCL, streams and device memory can fail on one rank alone: agreed like the rest,
+    // and the NCCL communicator released here, since a constructor that throws never runs ~Impl.
+    try {
+      cofuse::detail::run_collectively(
+          state->comm, [&] { nccl_check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank"); },
+          failed_to("to join the NCCL communicator"));
+      cofuse::detail::run_collectively(
+          state->comm,
+          [&] {
+            issuer = std::make_unique<NcclIssuer>(nccl, d.dtype);
+            runner = std::make_unique<detail::ProgramRunner>(std::move(program), d.dtype, st,
+                                                             std::vector<int64_t>{plan.work_elements}, true, issuer.get());
+          },
+          failed_to("to make its streams and device memory"));
+    } catch (...) {
+      runner.reset();
+      issuer.reset();
+      if (nccl) ncclCommDestroy(nccl);
+      nccl = nullptr;
+      throw;
+    }
   }
 
   ~Impl() {

@@ -1,5 +1,6 @@
 #include "measure/report_predict.hpp"
 
+#include "cofuse/config.hpp"
 #include "cofuse/schedule.hpp"
 #include "cofuse/simulate.hpp"
 
@@ -33,7 +34,8 @@ std::vector<Prediction> predict_records(const std::vector<json>& records, const 
     const auto schedule = Schedule::parse(r.at("schedule").get<std::string>());
     if (!schedule) continue;
     SimOptions options;
-    options.tile_rows = r.at("run").value("tile_rows", int64_t(64));
+    options.tile_rows = r.at("run").value("tile_rows", config::kTileRows);  // the settings the run used
+    options.poll_us = r.at("run").value("poll_us", config::kPollUs);
     const SimResult sim = simulate(d, *schedule, profile, options);
     out.push_back({d, r.at("schedule_name").get<std::string>(), r.at("machine").at("link").value("description", "?"),
                    r.at("times_ms").at("total").at("median").get<double>(), sim.makespan_s * 1e3,

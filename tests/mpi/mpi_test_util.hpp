@@ -29,11 +29,11 @@ inline int world_size() {
 /// Collective on first call. Printed at start-up and in every failure's trace.
 inline uint64_t run_seed() {
   static const uint64_t seed = [] {
+    // Every rank reads the variable, so a malformed one fails on every rank (not only on rank
+    // 0, which would leave the others in the broadcast).
+    const auto fixed = cofuse::config::test_seed().value;
     uint64_t value = 0;
-    if (world_rank() == 0) {
-      const auto fixed = cofuse::config::test_seed().value;
-      value = fixed ? *fixed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-    }
+    if (world_rank() == 0) value = fixed ? *fixed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     MPI_Bcast(&value, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     return value;
   }();

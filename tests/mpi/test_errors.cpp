@@ -212,6 +212,13 @@ TEST(FailureAgreement, EveryRankThrowsWhenOneFails) {
       error_of([&] { detail::agree_on_failure(MPI_COMM_WORLD, failure, elsewhere); }, ErrorCode::io);
   if (rank == culprit) EXPECT_EQ(message, "step: cannot write on rank " + std::to_string(rank));
   else EXPECT_EQ(message, "step: rank " + std::to_string(culprit) + " failed");
+  // Every rank's Error is marked agreed, so a caller may end cleanly whatever the code.
+  try {
+    detail::agree_on_failure(MPI_COMM_WORLD, failure, elsewhere);
+    ADD_FAILURE() << "agree_on_failure returned after a failure";
+  } catch (const detail::AgreedError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io);
+  }
   // Nobody failed: it returns everywhere.
   EXPECT_EQ(error_of([&] { detail::agree_on_failure(MPI_COMM_WORLD, std::nullopt, elsewhere); }, ErrorCode::ok), "");
 }

@@ -72,6 +72,11 @@ TEST(CanRun, NcclRunsEngineSmWithContiguousPiecesOnly) {
   EXPECT_TRUE(has(strided, "NCCL moves contiguous buffers")) << strided;
   EXPECT_TRUE(can_run(Backend::cuda_nccl, ag, sched("uniform-unfused-2d,engine=sm,algo=ring")).ok());
   EXPECT_TRUE(can_run(Backend::cuda_local, ag, sched("hetero-unfused-2d,engine=sm,algo=ring")).ok());
+  // The serial baseline too: ag_gemm along K gathers A's column blocks (slots not back to back),
+  // which one ncclAllGather would write back to back.
+  const std::string serial_k = can_run(Backend::cuda_nccl, op(OpKind::ag_gemm, Axis::k), serial_schedule()).message();
+  EXPECT_TRUE(has(serial_k, "NCCL moves contiguous buffers")) << serial_k;
+  EXPECT_TRUE(can_run(Backend::cuda_local, op(OpKind::ag_gemm, Axis::k), serial_schedule()).ok());
 }
 
 // The rule that left Schedule::validate_for: a library collective cannot reduce strided tiles.

@@ -92,8 +92,12 @@ TEST(ExecModelMatching, LoweredPlansOfEveryOpAndScheduleMatch) {
         const std::vector<Plan> plans = lower_all(d, s);
         const Matching m = match_ranks(plans);
         expect_consistent(plans, m);
-        if (s.overlap == Overlap::none) EXPECT_EQ(m.collectives.size(), 1u) << "the baseline is one collective";
-        if (s.algo != Algo::coll && p > 1) EXPECT_FALSE(m.messages.empty()) << "ring and direct move messages";
+        if (s.overlap == Overlap::none) {
+          EXPECT_EQ(m.collectives.size(), 1u) << "the baseline is one collective";
+        }
+        if (s.algo != Algo::coll && p > 1) {
+          EXPECT_FALSE(m.messages.empty()) << "ring and direct move messages";
+        }
         ++checked;
       }
   EXPECT_GT(checked, 100);

@@ -62,6 +62,21 @@ TEST(Planner, FallsBackToSerialUnlessOverlapWinsByTheMargin) {
   EXPECT_NE(s.why.find("margin"), std::string::npos) << s.why;
 }
 
+// The planner plans for the CPU executor, which runs no 16-bit overlap: a bf16 question gets
+// serial and a reason, never an empty candidate list.
+TEST(Planner, A16BitQuestionGetsSerialAndWhy) {
+  OpDesc d = layer();
+  d.dtype = DType::bf16;
+  MachineProfile p = profile(1.0, 1.0);
+  p.compute.peak_gflops_16 = 400;
+  const PlanChoice c = choose_schedule(d, p);
+  EXPECT_EQ(c.schedule, serial_schedule());
+  ASSERT_EQ(c.candidates.size(), 1u);
+  EXPECT_EQ(c.predicted_s, c.serial_s);
+  EXPECT_GT(c.serial_s, 0);
+  EXPECT_NE(c.why.find("runs no overlapped schedule of bf16"), std::string::npos) << c.why;
+}
+
 TEST(Planner, RepeatedQuestionsComeFromTheCache) {
   const OpDesc d = layer();
   const MachineProfile p = profile(2.0, 0.9);

@@ -91,6 +91,7 @@ int plan_command(const PlanArgs& args) {
     }
     if (args.schedule == "auto") return auto_plan(args, d);
     const Schedule schedule = *Schedule::parse(args.schedule);
+    throw_if_error(can_run_anywhere(d, schedule));  // a plan no backend would run is an error, not a dump
     int first = 0, last = args.ranks - 1;
     if (args.rank != "all") first = last = std::stoi(args.rank);
     for (int r = first; r <= last; ++r) std::cout << lower(d, schedule, r).dump() << (r < last ? "\n" : "");

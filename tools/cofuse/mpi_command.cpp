@@ -1,5 +1,7 @@
 #include "mpi_command.hpp"
 
+#include "cpu/comm/failure.hpp"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,7 +22,9 @@ int run_with_mpi(const std::string& command, const std::function<int()>& body,
   try {
     exit_code = body();
   } catch (const Error& e) {
-    if (std::find(same_everywhere.begin(), same_everywhere.end(), e.code()) != same_everywhere.end()) {
+    // Agreed failures (every rank throws the same) end cleanly whatever their code.
+    const bool agreed = dynamic_cast<const detail::AgreedError*>(&e) != nullptr;
+    if (agreed || std::find(same_everywhere.begin(), same_everywhere.end(), e.code()) != same_everywhere.end()) {
       if (rank == 0) std::cerr << "cofuse " << command << ": error: " << e.what() << std::endl;
       MPI_Finalize();
       return 1;

@@ -85,6 +85,15 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   if (cpu && !has(rules.drivers, s.driver))  // serial included: it names engine=thread
     return invalid(std::string("engine=") + to_string(s.driver) +
                    " is a GPU engine; the CPU executor runs engine=thread or engine=inline");
+  // NCCL moves contiguous buffers: every message and collective piece of every rank's program,
+  // the serial baseline's one collective included (ag_gemm's gathered A in column blocks).
+  if (rules.contiguous_messages)
+    for (int rank = 0; rank < desc.ranks; ++rank)
+      for (const detail::StreamOp& op : detail::build_rank_program(lower(desc, s, rank), 1).ops)
+        if (const std::string piece = non_contiguous_piece(op); !piece.empty())
+          return invalid("schedule " + s.to_string() + ": " + piece + ", and NCCL moves contiguous buffers: " +
+                         (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")
+                                                     : std::string("use data=uniform (packs them) or split=1d")));
   if (s.overlap == Overlap::none) return Status::Ok();
 
   if (!cpu && ((s.fusion == Fusion::fused && !rules.fused) || !has(rules_of(Backend::cuda_local).drivers, s.driver)))
@@ -106,12 +115,6 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
                           "data=uniform (pack first) or algo=ring/direct");
   }
 
-  if (rules.contiguous_messages)
-    for (int rank = 0; rank < desc.ranks; ++rank)
-      for (const detail::StreamOp& op : detail::build_rank_program(lower(desc, s, rank), 1).ops)
-        if (const std::string piece = non_contiguous_piece(op); !piece.empty())
-          return invalid("schedule " + s.to_string() + ": " + piece +
-                         ", and NCCL moves contiguous buffers: use data=uniform (packs them) or split=1d");
   return Status::Ok();
 }
 

@@ -13,8 +13,8 @@ void agree_on_failure(MPI_Comm comm, const std::optional<Error>& failure,
   } worst{failure ? comm_rank(comm) : -1, failure ? static_cast<int>(failure->code()) : 0};
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_2INT, MPI_MAXLOC, comm), "MPI_Allreduce (failure agreement)");
   if (worst.rank < 0) return;
-  if (failure) throw *failure;
-  throw Error(static_cast<ErrorCode>(worst.code), elsewhere(worst.rank));
+  if (failure) throw AgreedError(*failure);
+  throw AgreedError(static_cast<ErrorCode>(worst.code), elsewhere(worst.rank));
 }
 
 void run_collectively(MPI_Comm comm, const std::function<void()>& step,

@@ -14,13 +14,22 @@
 
 namespace cofuse::detail {
 
+/// What agree_on_failure throws: an Error that every rank of the communicator throws at the same
+/// point, whatever its code, so a caller may end cleanly (print once, exit) instead of aborting
+/// the job as it must for a failure only its own rank knows of.
+class AgreedError : public Error {
+ public:
+  explicit AgreedError(const Error& e) : Error(e.status(), e.where()) {}
+  AgreedError(ErrorCode code, const std::string& message) : Error(code, message) {}
+};
+
 /// Collective over `comm`: every rank must call it at the same point.
 ///   failure:   the Error this rank hit, or nullopt when it can go on.
 ///   elsewhere: the message a rank that did not fail throws, given the failing rank (the
 ///              highest, when several failed), e.g. "gemm_rs: rank 3 passed unusable buffers".
-/// Returns on every rank when no rank failed. Otherwise throws on every rank: a failing rank
-/// rethrows its own Error (code, message and where() unchanged); every other rank throws an
-/// Error with the failing rank's code and elsewhere(rank) as its message.
+/// Returns on every rank when no rank failed. Otherwise throws an AgreedError on every rank: a
+/// failing rank its own Error (code, message and where() unchanged); every other rank one with
+/// the failing rank's code and elsewhere(rank) as its message.
 /// Throws Error(mpi) when the agreement itself fails.
 void agree_on_failure(MPI_Comm comm, const std::optional<Error>& failure,
                       const std::function<std::string(int failed_rank)>& elsewhere);

@@ -53,6 +53,11 @@ std::string explain(const OpDesc& d, const PlanChoice& c, const PlannerOptions& 
   why << "On " << c.profile << (c.profile_validated ? " (a measured profile)" : " (datasheet numbers, not validated)")
       << ", the unfused baseline for " << d.to_string() << " is predicted at " << ms(c.serial_s) << ": GEMM "
       << ms(l.gemm_alone_s) << " then the collective " << ms(l.comm_alone_s) << ". ";
+  if (c.candidates.size() == 1) {
+    why << "The CPU executor the planner plans for runs no overlapped schedule of " << to_string(d.dtype)
+        << " (it runs f32 and f64), so serial it is.";
+    return why.str();
+  }
   if (best.schedule.overlap == Overlap::none) {
     why << "No overlapped schedule is predicted to be faster at all, so serial it is.";
     return why.str();
@@ -92,7 +97,9 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   // Every candidate's losses compare against the serial baseline: simulated once, here.
   const SimResult serial = simulate(desc, serial_schedule(), profile, options.sim);
   for (const Schedule& s : schedules) {
-    if (!can_run(Backend::cpu_mpi, desc, s).ok()) continue;  // the planner plans for the CPU executor
+    // The planner plans for the CPU executor; serial stays a candidate whatever the dtype (the
+    // baseline every backend runs), so a bf16 or f16 question gets an answer, not an empty list.
+    if (s != serial_schedule() && !can_run(Backend::cpu_mpi, desc, s).ok()) continue;
     const SimResult r = simulate(desc, s, profile, options.sim, serial);
     const Plan& plan = r.plans.front();
     c.candidates.push_back({s, name_of(s), r.makespan_s, r.losses,
