@@ -264,7 +264,8 @@ std::function<int()> add_run_command(CLI::App& app) {
       ->check(schedule_validator(true))
       ->capture_default_str();
   run->add_option("--profile", args->profile,
-                  "With --schedule auto: the machine profile (name or file; default $COFUSE_PROFILE, else this-host-shm)");
+                  "With --schedule auto: the machine profile (name or file; default $COFUSE_PROFILE, else " +
+                      std::string(config::kProfile) + ")");
   run->add_option("--schedules", args->schedules,
                   "Sweep instead: 'all' (every valid schedule, chunks 2/4/8), 'presets', or a ';'-separated list. "
                   "Prints one line per schedule: time, speedup vs serial, overlap efficiency, error")
@@ -299,7 +300,8 @@ std::function<int()> add_run_command(CLI::App& app) {
       ->capture_default_str();
   run->add_option("--deadline", args->settings.deadline_s,
                   "Seconds a call may take; past it the rank prints what it waits for (task, peer, bytes) and the job\n"
-                  "is aborted (exit 124). 0 = none; default: $COFUSE_DEADLINE_S, else 600")
+                  "is aborted (exit 124). 0 = none; default: $COFUSE_DEADLINE_S, else " +
+                      std::to_string(int(config::kDeadlineS)))
       ->check(CLI::NonNegativeNumber);
   run->add_flag("--json", args->json, "Print JSON (one object per run, or per schedule of a sweep) instead of tables");
   return [args] {

@@ -247,7 +247,8 @@ std::function<int()> add_train_step_command(CLI::App& app) {
   cmd->add_option("--steps", args->steps, "Timed steps per variant")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--lr", args->lr, "SGD learning rate")->capture_default_str();
-  cmd->add_option("--profile", args->profile, "Machine profile the planner plans with (default $COFUSE_PROFILE, else this-host-shm)");
+  cmd->add_option("--profile", args->profile, "Machine profile the planner plans with (default $COFUSE_PROFILE, else " +
+                                                       std::string(config::kProfile) + ")");
   cmd->add_option("--seed", args->seed, "Seed of the weights and data")->capture_default_str();
   cmd->add_option("--records", args->records, "Append one JSON record per variant (schema cofuse.train.record/1)");
   cmd->add_option("--link", args->link, "What the link between ranks is, kept in records (default: $COFUSE_LINK)");

@@ -23,6 +23,19 @@ class AgreedError : public Error {
   AgreedError(ErrorCode code, const std::string& message) : Error(code, message) {}
 };
 
+/// The rank that failed, and with what code.
+struct FailedRank {
+  int rank = -1;
+  ErrorCode code = ErrorCode::ok;
+};
+
+/// Collective over `comm`, the agreement itself (one MAXLOC allreduce): `failure` is this rank's
+/// error code, or nullopt when it can go on. Returns the highest failing rank and its code on
+/// every rank, or nullopt on every rank when none failed. Throws Error(mpi) when the agreement
+/// itself fails. agree_on_failure() is this plus the throwing; callers that only need to know
+/// whether to go on (a file written on one rank, say) call this directly.
+std::optional<FailedRank> failed_rank(MPI_Comm comm, std::optional<ErrorCode> failure);
+
 /// Collective over `comm`: every rank must call it at the same point.
 ///   failure:   the Error this rank hit, or nullopt when it can go on.
 ///   elsewhere: the message a rank that did not fail throws, given the failing rank (the

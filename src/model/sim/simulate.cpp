@@ -109,31 +109,22 @@ void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
 }  // namespace
 
 SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options) {
-  throw_if_error(desc.validate());
-  throw_if_error(can_run_anywhere(desc, schedule));  // predicts a run on any backend
+  throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
-  SimResult result = simulate_plans(lower_all(desc, schedule), profile, options);
-  if (schedule == serial_schedule()) {
-    result.losses = detail::sim_losses(result, result, profile, options);  // its own baseline
-    return result;
-  }
-  const SimResult serial = simulate_plans(lower_all(desc, serial_schedule()), profile, options);
-  result.losses = detail::sim_losses(result, serial, profile, options);
-  return result;
+  SimResult serial = simulate_plans(lower_all(desc, serial_schedule()), profile, options);
+  serial.losses = detail::sim_losses(serial, serial, profile, options);  // its own baseline
+  if (schedule == serial_schedule()) return serial;
+  return simulate(desc, schedule, profile, options, serial);
 }
 
 SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options,
                    const SimResult& serial_baseline) {
-  throw_if_error(desc.validate());
-  throw_if_error(can_run_anywhere(desc, schedule));  // predicts a run on any backend
+  throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
   check_serial_baseline(desc, serial_baseline);
-  if (schedule == serial_schedule()) {
-    SimResult result = serial_baseline;  // deterministic: simulating it again would give the same
-    result.losses = detail::sim_losses(result, serial_baseline, profile, options);
-    return result;
-  }
-  SimResult result = simulate_plans(lower_all(desc, schedule), profile, options);
+  // The serial schedule is deterministic: simulating it again would give the baseline itself.
+  SimResult result = schedule == serial_schedule() ? serial_baseline
+                                                   : simulate_plans(lower_all(desc, schedule), profile, options);
   result.losses = detail::sim_losses(result, serial_baseline, profile, options);
   return result;
 }
