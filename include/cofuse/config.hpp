@@ -22,10 +22,18 @@ namespace cofuse::config {
 // constexpr so the settings structs (ExecSettings, SimOptions) initialise from them.
 
 /// The machine profile the planner predicts with when no flag or $COFUSE_PROFILE names one.
-/// this-host-shm: the profile measured on the transport ranks of one host use by default
-/// (shared memory), so `cofuse run --schedule auto` plans for the link it is about to use; the
-/// other shipped profiles describe machines (or a shaped link) a user names on purpose.
-inline constexpr std::string_view kProfile = "this-host-shm";
+/// "calibrated": measured on the communicator the op runs on, at first use, and cached
+/// (cofuse/calibrate.hpp), so `--schedule auto` plans for the link and the cores it is about to
+/// use whatever they are; a shaped link planned as shared memory silently chose serial.
+/// Without a communicator (`cofuse plan`, `cofuse sim`) it is the calibration cached on this
+/// host for that rank count, else kUncalibratedProfile, and the explanation says which.
+inline constexpr std::string_view kProfile = "calibrated";
+/// What "calibrated" falls back to where nothing can be measured and nothing is cached: the
+/// shipped profile of this project's host over shared memory.
+inline constexpr std::string_view kUncalibratedProfile = "this-host-shm";
+/// Calls an AutoOperation spends measuring its candidates before it settles (0 = never: the
+/// model's choice, or the tuning database's, is final).
+inline constexpr int kAutotuneCalls = 12;
 /// Progress thread poll interval (ExecSettings::poll_us, SimOptions::poll_us), microseconds.
 /// 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks) spinning
 /// cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).
@@ -66,6 +74,13 @@ Setting<std::string> tuning_db();
 /// The link in words, kept in bench, profile and train-step records: `flag` when not empty,
 /// else $COFUSE_LINK (bench/netlab sets it), else kLinkUndescribed.
 Setting<std::string> link(std::string_view flag = {});
+/// Where calibrations (and the tuning database that online tuning writes, when no other is
+/// named) are kept: $COFUSE_CACHE_DIR, else $XDG_CACHE_HOME/cofuse, else $HOME/.cache/cofuse,
+/// else /tmp/cofuse-cache (no home). Created when first written.
+Setting<std::string> cache_dir();
+/// Calls an AutoOperation measures before it settles: $COFUSE_AUTOTUNE_CALLS (an integer >= 0;
+/// 0 = off), else kAutotuneCalls. Error(invalid_argument) for anything else in the variable.
+Setting<int> autotune_calls();
 /// The MPI tests' random seed: $COFUSE_TEST_SEED (an unsigned integer), else nullopt (a fresh
 /// seed per run). Error(invalid_argument) for anything else in the variable.
 Setting<std::optional<uint64_t>> test_seed();

@@ -67,6 +67,24 @@ Setting<std::string> tuning_db() { return text({}, "COFUSE_TUNING_DB", ""); }
 
 Setting<std::string> link(std::string_view flag) { return text(flag, "COFUSE_LINK", kLinkUndescribed); }
 
+Setting<std::string> cache_dir() {
+  if (auto env = variable("COFUSE_CACHE_DIR")) return {*env, Source::environment};
+  if (auto xdg = variable("XDG_CACHE_HOME")) return {*xdg + "/cofuse", Source::environment};
+  if (auto home = variable("HOME")) return {*home + "/.cache/cofuse", Source::default_value};
+  return {"/tmp/cofuse-cache", Source::default_value};
+}
+
+Setting<int> autotune_calls() {
+  const auto env = variable("COFUSE_AUTOTUNE_CALLS");
+  if (!env) return {kAutotuneCalls, Source::default_value};
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(env->c_str(), &end, 10);
+  if (end == env->c_str() || *end != '\0' || errno == ERANGE || v < 0 || v > 1000000)
+    throw bad_value("COFUSE_AUTOTUNE_CALLS", *env, "an integer >= 0 (0 = no online tuning)");
+  return {int(v), Source::environment};
+}
+
 Setting<std::optional<uint64_t>> test_seed() {
   const auto env = variable("COFUSE_TEST_SEED");
   if (!env) return {std::nullopt, Source::default_value};
@@ -90,6 +108,11 @@ Setting<std::string> deadline_text(std::string_view) {
 }
 Setting<std::string> poll_us_text(std::string_view) { return {std::to_string(kPollUs), Source::default_value}; }
 Setting<std::string> tile_rows_text(std::string_view) { return {std::to_string(kTileRows), Source::default_value}; }
+Setting<std::string> cache_dir_text(std::string_view) { return cache_dir(); }
+Setting<std::string> autotune_calls_text(std::string_view) {
+  const Setting<int> s = autotune_calls();
+  return {std::to_string(s.value), s.source};
+}
 Setting<std::string> test_seed_text(std::string_view) {
   const Setting<std::optional<uint64_t>> s = test_seed();
   return {s.value ? std::to_string(*s.value) : "(a fresh seed per run)", s.source};
@@ -100,8 +123,8 @@ Setting<std::string> test_seed_text(std::string_view) {
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = {
       {"profile", "COFUSE_PROFILE", "profile name or file", std::string(kProfile),
-       "machine profile of the planner (run/plan --schedule auto, sim, tune, the layers); this-host-shm is the "
-       "profile of the host's own default transport (shared memory), so auto plans for the link it runs on",
+       "machine profile of the planner (run/plan --schedule auto, sim, tune, the layers); calibrated = measured on "
+       "the communicator at first use and cached (cofuse/calibrate.hpp), so auto plans for the link it runs on",
        profile_text},
       {"deadline_s", "COFUSE_DEADLINE_S", "seconds >= 0 (0 = none)", number_text(kDeadlineS),
        "deadline of every call (ExecSettings::deadline_s < 0, cofuse run --deadline); past it the job is aborted",
@@ -117,6 +140,12 @@ const std::vector<Entry>& entries() {
        "fused schedules: GEMM rows between MPI progress calls (ExecSettings/SimOptions::tile_rows, --tile-rows); "
        "no variable",
        tile_rows_text},
+      {"cache_dir", "COFUSE_CACHE_DIR", "directory", "$XDG_CACHE_HOME/cofuse or ~/.cache/cofuse",
+       "where calibrations are cached, and the tuning database online tuning writes when none is named",
+       cache_dir_text},
+      {"autotune_calls", "COFUSE_AUTOTUNE_CALLS", "calls >= 0 (0 = off)", std::to_string(kAutotuneCalls),
+       "calls an AutoOperation (auto in the layers, run, train-step) measures its candidates on before it settles",
+       autotune_calls_text},
       {"test_seed", "COFUSE_TEST_SEED", "unsigned integer", "(a fresh seed per run)",
        "random seed of the MPI tests (tests/mpi), to repeat a failing run", test_seed_text},
   };

@@ -1,0 +1,90 @@
+// Calibration: the machine profile `auto` plans with when no profile is named, measured on the
+// communicator the op runs on, at first use, and kept on disk so later processes start at once.
+//
+// calibrate() measures, with the same probes `cofuse profile` uses but fewer repetitions and
+// smaller messages (about 1-2 s on this project's host):
+//   - the link as the schedules use it: latency, one direction and both directions busy (which
+//     tells a full-duplex switched link from a shared medium), and the three collectives,
+//     blocking and non-blocking polled as the executor drives them;
+//   - the GEMM rate of this CPU and BLAS on a table of piece shapes (kept per host, BLAS and
+//     thread count, so a second link on the same machine does not measure it again);
+//   - contention: GEMM and communication slowing each other on one rank;
+// agrees the result across ranks (every rank ends with the same profile), and writes it under
+// cache_dir (config::cache_dir()) keyed by a signature: the hosts, ranks per host and the MPI
+// transport. A later process with the same signature runs only a quick bandwidth check (a few
+// ms) and reuses the file unless the check disagrees with it by more than 25%. A file that is
+// corrupt, of another schema or signature, or stale (the check disagrees) is measured again with
+// a warning, never trusted and never a crash. Ranks whose files differ (other hosts, other
+// home directories) measure again together, so they still agree.
+#pragma once
+
+#include <mpi.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cofuse/profile.hpp"
+
+namespace cofuse {
+
+struct CalibrateOptions {
+  /// Where calibrations are kept; "" = config::cache_dir().
+  std::string cache_dir;
+  /// false: measure even when a valid file exists (and replace it).
+  bool use_cache = true;
+  /// Deadline of the whole calibration, seconds, as ExecSettings::deadline_s (< 0: the
+  /// configured deadline; 0: none). Past it the rank reports what it waited for and the job
+  /// is aborted (exit 124), as a call's deadline does.
+  double deadline_s = -1;
+};
+
+/// What calibrate() found and where it came from.
+struct Calibration {
+  MachineProfile profile;     // validated; named "calibrated-<hash of the signature>"
+  std::string signature;      // e.g. "hosts=vm ranks=2 per_host=2 transport=tcp,self"
+  double check_GBps = 0;      // the quick check of this process: ring exchange, GB/s per rank
+  double cached_check_GBps = 0;  // the quick check kept with the file (= check_GBps when measured now)
+  bool from_cache = false;    // the file was reused
+  std::string measured_at;    // UTC time of the measurement
+  double measure_s = 0;       // seconds the measurement took, when it was made
+  double this_call_s = 0;     // seconds calibrate() took in this process
+  std::string cache_file;     // the file ("" when it could not be written; see warning)
+  std::string warning;        // why a file was not reused, or could not be written ("" = none)
+
+  /// One paragraph for explanations: what was measured, when, how long it took, the figures
+  /// (GEMM rate, link latency and bandwidth, topology, collectives, contention).
+  std::string summary() const;
+};
+
+/// Collective over comm (every rank calls it; at least 1 rank; MPI_THREAD_SERIALIZED or more
+/// for the contention probe, else it is skipped and said so). Returns the same Calibration
+/// profile on every rank. One rank: only the GEMM table is measured; the link is not used.
+/// Throws Error(mpi) for a failed MPI call, identically on every rank where it can.
+Calibration calibrate(MPI_Comm comm, const CalibrateOptions& options = {});
+
+/// Without a communicator (`cofuse plan`, `cofuse sim`): the calibration most recently
+/// written under cache_dir ("" = config::cache_dir()) on this host for `ranks` ranks, or
+/// nullopt. A malformed file is skipped. Not collective, no MPI.
+std::optional<Calibration> cached_calibration(int ranks, const std::string& cache_dir = "");
+
+/// The profile the planner uses, and how it was found.
+struct PlanningProfile {
+  MachineProfile profile;
+  std::optional<Calibration> calibration;  // set when the profile is a calibration
+  /// One line: "calibrated on this communicator ..." / "profile 8xH100-SXM (flag)" / "no
+  /// calibration cached for 2 ranks on this host: this-host-shm".
+  std::string source;
+};
+
+/// The one rule for `auto`: `flag` (a --profile option, LinearConfig::profile), else
+/// $COFUSE_PROFILE, else config::kProfile ("calibrated"). A named profile is loaded on every
+/// rank (a rank that read another file fails at the Operation's agreement); "calibrated"
+/// calls calibrate(comm, options). Collective when it calibrates.
+PlanningProfile planning_profile(MPI_Comm comm, std::string_view flag = {}, const CalibrateOptions& options = {});
+
+/// The same rule without a communicator: "calibrated" takes cached_calibration(ranks), else
+/// config::kUncalibratedProfile, and `source` says so. No MPI.
+PlanningProfile planning_profile_offline(int ranks, std::string_view flag = {});
+
+}  // namespace cofuse
