@@ -18,8 +18,10 @@
 // every rank) and added once, after the reduction. Row-major buffers, the op's dtype (f32/f64).
 //
 // Every GEMM that communicates runs as a cofuse Operation with its own schedule (fprop, dgrad,
-// wgrad), chosen by the planner when not given. Every function here is COLLECTIVE over the
-// communicator given at construction.
+// wgrad). A schedule not given is `auto`: an AutoOperation (auto_operation.hpp) that runs the
+// planner's best candidates and serial in turn on the layer's first calls, every result
+// correct, then keeps the fastest (LinearConfig::autotune_calls; the tuning database may settle
+// it at once). Every function here is COLLECTIVE over the communicator given at construction.
 #pragma once
 
 #include <mpi.h>
@@ -56,16 +58,27 @@ struct LinearConfig {
   /// communication runs (seed 000's "runtime overlap" across ops). Off: one after the other.
   bool overlap_wgrad = false;
   /// A schedule per GEMM that communicates (the others are local GEMMs and ignore theirs);
-  /// nullopt = the planner's choice on `profile`.
+  /// nullopt = auto: the planner's candidates on `profile`, settled by measurement on the
+  /// layer's first calls (autotune_calls below).
   std::optional<Schedule> fprop, dgrad, wgrad;
-  /// Machine profile for the planner: a shipped name or a file; "" = config::profile()'s rule
-  /// ($COFUSE_PROFILE, else "this-host-shm").
+  /// Machine profile for the planner: a shipped name or a file; "" = planning_profile()'s rule
+  /// (calibrate.hpp, config.hpp): $COFUSE_PROFILE, else "calibrated", a calibration of this
+  /// communicator measured at first use and cached, so the layer plans for the link and cores
+  /// it runs on. Resolved once per layer, and only when a GEMM is auto.
   std::string profile;
   ExecSettings exec;  // executor settings of every Operation
   /// Where the planner's answers are kept (not owned; must outlive the layer's construction);
-  /// null = one cache the layers share in this process. Last, so aggregate initialisation
-  /// written before it existed still means what it did.
+  /// null = one cache the layers share in this process. After the fields above, so aggregate
+  /// initialisation written before it existed still means what it did.
   PlannerCache* planner_cache = nullptr;
+  /// Calls an auto GEMM spends measuring before it keeps the fastest (AutoOptions::tune_calls):
+  /// < 0 = config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else 12); 0 = off, the planner's
+  /// choice is final. Each GEMM is called once per forward or backward, so tuning takes that
+  /// many training steps. Appended last, like planner_cache.
+  int autotune_calls = -1;
+  /// The tuning database auto GEMMs read and write (AutoOptions::tuning_db); "" =
+  /// auto_tuning_db(): $COFUSE_TUNING_DB, else config::cache_dir() + "/tuning.json".
+  std::string tuning_db;
 };
 
 /// What one GEMM of a layer is and did.
@@ -75,6 +88,9 @@ struct GemmReport {
   std::string schedule;  // the schedule run, or "" for a local GEMM
   double seconds = 0;    // wall time of the last call, this rank
   double exposed_s = 0;  // of which not GEMM: communication nothing hid (and the waits for peers)
+  /// How the schedule was decided: "given", or an auto GEMM's to_string(SettledBy) ("tuning"
+  /// while it still measures, then "database", "model" or "measurement"); "" for a local GEMM.
+  std::string decided_by;
 };
 
 class ColumnParallelLinear {
@@ -95,6 +111,11 @@ class ColumnParallelLinear {
 
   const LinearConfig& config() const;
   const std::vector<GemmReport>& report() const;  // fprop, dgrad, wgrad
+  /// Whether every auto GEMM has settled (true when none is auto): from the next call on, the
+  /// layer runs fixed schedules, so timings taken from here measure the tuned layer.
+  bool settled() const;
+  /// One paragraph per auto GEMM (AutoOperation::explain), "" when none is auto.
+  std::string explain() const;
 
  private:
   struct Impl;
@@ -116,6 +137,8 @@ class RowParallelLinear {
 
   const LinearConfig& config() const;
   const std::vector<GemmReport>& report() const;
+  bool settled() const;         // as ColumnParallelLinear::settled
+  std::string explain() const;  // as ColumnParallelLinear::explain
 
  private:
   struct Impl;
@@ -136,6 +159,8 @@ struct MlpConfig {
   std::string profile;                    // as LinearConfig::profile
   ExecSettings exec;
   PlannerCache* planner_cache = nullptr;  // as LinearConfig::planner_cache
+  int autotune_calls = -1;                // as LinearConfig::autotune_calls (appended last)
+  std::string tuning_db;                  // as LinearConfig::tuning_db
 };
 
 class MlpBlock {
@@ -158,6 +183,11 @@ class MlpBlock {
   std::vector<char>& gradient(int index);
   /// Reports of the six GEMMs: column fprop, dgrad, wgrad, then row fprop, dgrad, wgrad.
   std::vector<GemmReport> report() const;
+  /// Whether both layers have settled (ColumnParallelLinear::settled): every GEMM runs once per
+  /// step, so after at most autotune_calls steps.
+  bool settled() const;
+  /// Both layers' explanations.
+  std::string explain() const;
 
  private:
   struct Impl;

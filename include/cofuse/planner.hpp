@@ -1,12 +1,14 @@
 // The planner: chooses a schedule for an op on a machine, says what it expected and why, and
 // never chooses an overlap that is not predicted to beat the unfused baseline by a margin.
 //
-// choose_schedule() enumerates the valid schedules (chunk counts 2, 4, 8, 16), predicts each
-// with the simulator on the machine's profile, and returns them all, fastest first, with the
-// choice and a paragraph of reasons. A winner measured on the machine (tuning.hpp) overrides
-// the prediction. A caller that asks repeatedly owns a PlannerCache and passes it: answers are
-// kept per (description, profile, options, tuning database), so a repeated call costs a map
-// lookup. The planner itself keeps no state.
+// choose_schedule() enumerates the schedules the machine's backend runs (the profile's
+// `backend`: the CPU executor, or the CUDA backend on a GPU profile; chunk counts 2, 4, 8, 16),
+// predicts each with the simulator on the machine's profile, and returns them all, fastest
+// first, with the choice and a paragraph of reasons (naming the GEMM rate the prediction took,
+// gemm_rate_basis). A winner measured on the machine (tuning.hpp) overrides the prediction. A
+// caller that asks repeatedly owns a PlannerCache and passes it: answers are kept per
+// (description, profile, options, tuning database), so a repeated call costs a map lookup. The
+// planner itself keeps no state.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/backend.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/profile.hpp"
 #include "cofuse/schedule.hpp"
@@ -37,7 +40,22 @@ struct PlannerOptions {
   /// Empty: $COFUSE_TUNING_DB, if set. A corrupt or foreign file is ignored with a warning.
   std::string tuning_db;
   bool consult_tuning_db = true;  // false: the model only (what `cofuse tune` ranks candidates by)
+  /// The backend the plan must run on; nullopt = the one the profile describes
+  /// (MachineProfile::backend). A caller that runs the choice on a given executor names it
+  /// (the CPU executor: Backend::cpu_mpi), so a GPU profile's numbers still give a schedule it runs.
+  std::optional<Backend> backend;
 };
+
+/// The backend choose_schedule() plans for: options.backend, else profile.backend. The one rule.
+Backend planning_backend(const MachineProfile& profile, const PlannerOptions& options = {});
+
+/// Every schedule `backend` runs for desc from the design space's grid (chunks in
+/// `chunk_counts`), serial first: the CPU executor's (enumerate_schedules), or for a CUDA
+/// backend the unfused ones of that grid with a GPU engine (engine=ce, engine=sm) driving
+/// communication, those can_run(backend, ...) accepts. Serial is always first, even where the
+/// backend refuses it (the baseline every answer is measured against).
+std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend,
+                                          const std::vector<int>& chunk_counts = {2, 4, 8, 16});
 
 /// One schedule the planner considered.
 struct PlanCandidate {
@@ -56,6 +74,7 @@ struct PlanChoice {
   double predicted_s = 0;                  // the choice's prediction
   std::string profile;                     // the profile's name
   bool profile_validated = false;
+  Backend backend = Backend::cpu_mpi;      // what it planned for (planning_backend)
   std::string why;                         // one paragraph in plain words
   bool measured = false;                   // the choice came from the tuning database
   std::string warning;                     // e.g. why a tuning database was ignored

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/backend.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/status.hpp"
 
@@ -91,6 +92,12 @@ struct MachineProfile {
   /// and the description stay exactly as the tool wrote them.
   std::string note;
   bool validated = false;   // true only when its numbers were measured on the machine itself
+  /// The cofuse backend that runs ops on this machine, so the planner offers only schedules it
+  /// runs (can_run(backend, ...)): cpu_mpi (the CPU executor: f32, f64), cuda_nccl (a GPU per
+  /// rank, NCCL between them: f32, f64, bf16, f16) or cuda_local. JSON "backend", absent =
+  /// cpu_mpi (what cofuse profile measures). A machine cofuse has no backend for names the one
+  /// whose rules fit it, and its sources entry "backend" says why.
+  Backend backend = Backend::cpu_mpi;
   ComputeModel compute;
   NetworkModel network;
   ContentionModel contention;
@@ -122,5 +129,12 @@ std::vector<std::string> builtin_profiles();
 
 /// Seconds one GEMM of this shape takes on one rank alone (no contention), launch included.
 double gemm_seconds(const MachineProfile& profile, DType dtype, int64_t m, int64_t n, int64_t k);
+
+/// Which rate gemm_seconds() takes for `dtype`, in a few words for explanations, naming the
+/// field and the kind of its source (the text before the first ':' of sources[field]), e.g.
+/// "bf16 at 989.4 TFLOP/s peak per rank (compute.peak_gflops_16: datasheet)", or for a
+/// profile without a 16-bit rate "bf16 at the f32 rate, 176.9 TFLOP/s peak per rank: the
+/// profile has no 16-bit rate (compute.peak_gflops_16 = 0)".
+std::string gemm_rate_basis(const MachineProfile& profile, DType dtype);
 
 }  // namespace cofuse

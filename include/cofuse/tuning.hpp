@@ -1,5 +1,6 @@
-// The tuning database: schedules measured to win on a real machine (`cofuse tune`), which the
-// planner consults before its model. A JSON file (schema cofuse.tuning/1, docs/planner.md).
+// The tuning database: schedules measured to win on a real machine (`cofuse tune`, or online
+// tuning in an AutoOperation, auto_operation.hpp), which the planner consults before its model.
+// A JSON file (schema cofuse.tuning/1, docs/planner.md).
 //
 // Entries are keyed by machine (the profile's name: the profile describes the machine), rank
 // count, op, dtype, sharded axis, transposes, and a shape bucket: floor(log2) of M, N and K.
@@ -31,6 +32,11 @@ struct TuningEntry {
   std::string revision;         // cofuse git revision
   double winner_ms = 0, serial_ms = 0;
   std::string candidates;       // what was measured, "name=ms; ..."
+  /// Which tool measured it: "cofuse tune" (interleaved iterations on random data, every output
+  /// checked) or "online tuning in <who>" (an AutoOperation's first calls on the user's data),
+  /// so an explanation can say which kind of measurement outranks the model. Entries written
+  /// before the field existed were all cofuse tune's, and read as such.
+  std::string measured_by = "cofuse tune";
 };
 
 class TuningDb {
@@ -46,7 +52,9 @@ class TuningDb {
   /// Adds or replaces the entry of the same key.
   void put(const TuningEntry& entry);
 
-  /// Writes the database (atomically: a temporary file, then a rename). Throws Error(io).
+  /// Writes the database (atomically: a temporary file of this process, then a rename, so a
+  /// reader never sees half a file and two writers never share a temporary; the last rename
+  /// wins). Throws Error(io).
   void save(const std::string& path) const;
 
   const std::vector<TuningEntry>& entries() const { return entries_; }
@@ -60,5 +68,11 @@ class TuningDb {
 
 /// The database the planner reads when none is given: $COFUSE_TUNING_DB, or "" (none).
 std::string default_tuning_db();
+
+/// The database online tuning reads and writes (AutoOptions::tuning_db): `given` when not
+/// empty, else $COFUSE_TUNING_DB, else config::cache_dir() + "/tuning.json" (config.hpp), so
+/// that what one process measured, the next on this machine starts from without being told.
+/// A tool that explains `auto` (cofuse plan) consults the same file to say what it would run.
+std::string auto_tuning_db(const std::string& given = "");
 
 }  // namespace cofuse

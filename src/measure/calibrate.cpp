@@ -1,52 +1,308 @@
-// Calibration at first use (include/cofuse/calibrate.hpp). STUB: replaced by the real
-// measurement while the other parts are built against the interface.
+// Calibration at first use (include/cofuse/calibrate.hpp): the signature of the job, the
+// agreement on what the ranks have kept, the brief measurements when nothing can be trusted,
+// and the rule `auto` follows to find its profile.
 #include "cofuse/calibrate.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "cofuse/build_info.hpp"
 #include "cofuse/config.hpp"
+#include "cofuse/ops.hpp"
+#include "cofuse/simulate.hpp"
+#include "cpu/comm/comm_state.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/bench_record.hpp"
+#include "measure/calibration_cache.hpp"
+#include "measure/profile_machine.hpp"
+#include "measure/text.hpp"
 
 namespace cofuse {
 
-std::string Calibration::summary() const { return "calibration (stub)"; }
+namespace {
 
-Calibration calibrate(MPI_Comm, const CalibrateOptions&) {
+using measure::fixed;
+
+// Who the job is, as far as the link and the cores go: the hosts, how the ranks sit on them,
+// and the transport Open MPI was told to use (mpirun --mca btl/pml, which reach the ranks as
+// OMPI_MCA_* variables). The link's speed is not in it: the quick check compares that.
+struct JobSignature {
+  std::string text;        // the calibration's key
+  std::string compute_key;  // the compute table's key: this CPU, BLAS, threads and ranks per host
+  std::string hosts;        // for messages
+  int ranks_per_host = 1;
+};
+
+JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine) {
+  const int size = detail::comm_size(comm);
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  detail::mpi_check(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
+  std::vector<char> names(std::size_t(size) * MPI_MAX_PROCESSOR_NAME);
+  detail::mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                                  MPI_CHAR, comm),
+                    "MPI_Allgather");
+  std::map<std::string, int> per_host;
+  for (int r = 0; r < size; ++r) ++per_host[std::string(names.data() + std::size_t(r) * MPI_MAX_PROCESSOR_NAME)];
+  JobSignature s;
+  for (const auto& [host, count] : per_host) {
+    s.hosts += (s.hosts.empty() ? "" : ",") + host;
+    s.ranks_per_host = std::max(s.ranks_per_host, count);
+  }
+  std::string transport;
+  for (const char* variable : {"OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_mtl"})
+    if (const char* v = std::getenv(variable); v && *v) transport += std::string(variable + 9) + "=" + v + " ";
+  if (transport.empty()) transport = "default ";
+  transport.pop_back();
+  s.text = "hosts=" + s.hosts + " ranks=" + std::to_string(size) + " per_host=" + std::to_string(s.ranks_per_host) +
+           " transport=" + transport;
+  s.compute_key = "cpu=" + machine["cpu_model"].get<std::string>() + " blas=" + build_info().blas +
+                  " threads=" + machine["openblas_num_threads"].get<std::string>() +
+                  " per_host=" + std::to_string(s.ranks_per_host);
+  return s;
+}
+
+// Every rank's own copy of a file against rank 0's: the text all ranks then judge (rank 0's)
+// and whether every rank holds exactly that. Files differ across hosts (each has its own
+// cache) or home directories; a calibration is trusted only when all hold the same one.
+struct AgreedText {
+  std::string text;
+  bool everyone_holds_it = false;
+};
+
+AgreedText agree_on_text(MPI_Comm comm, const std::string& mine) {
+  AgreedText out;
+  int length = int(mine.size());
+  detail::mpi_check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  out.text = detail::comm_rank(comm) == 0 ? mine : std::string(std::size_t(length), '\0');
+  if (length > 0) detail::mpi_check(MPI_Bcast(out.text.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
+  int same = mine == out.text ? 1 : 0, all = 0;
+  detail::mpi_check(MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  out.everyone_holds_it = all == 1;
+  return out;
+}
+
+// Writes `text` to `path` unless this rank already holds it; a failure is a warning (the job
+// goes on with what it measured), never an error.
+std::string keep(const std::string& path, const std::string& text, const std::string& held) {
+  if (held == text) return "";
+  try {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    measure::write_file_atomically(path, text);
+    return "";
+  } catch (const std::exception& e) {
+    return "the calibration could not be kept (" + std::string(e.what()) + "); the next process measures again";
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool threads_allowed() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided >= MPI_THREAD_SERIALIZED;
+}
+
+std::string gbps(double v) { return fixed(v, v < 1 ? 3 : 2) + " GB/s"; }
+
+}  // namespace
+
+std::string Calibration::summary() const {
+  const MachineProfile& p = profile;
+  double peak = 0, low = 1e300;
+  for (const GemmPoint& g : p.compute.measured) {
+    peak = std::max(peak, g.gflops);
+    low = std::min(low, g.gflops);
+  }
+  std::ostringstream o;
+  o << "Calibrated on this communicator (" << signature << ") at " << measured_at << " in " << fixed(measure_s, 2)
+    << " s" << (from_cache ? ", reused from " + cache_file + " (quick check " + gbps(check_GBps) + ", kept " +
+                                 gbps(cached_check_GBps) + ")"
+                           : ", measured now")
+      << ": GEMM " << fixed(low, 1) << " to " << fixed(peak, 1) << " GFLOP/s per rank over "
+      << p.compute.measured.size() << " piece shapes";
+  if (p.network.bandwidth_GBps < 1e3) {
+    const NetworkModel& n = p.network;
+    o << "; link " << n.topology << ", latency " << fixed(n.alpha_s * 1e6, 1) << " us, " << gbps(n.bandwidth_GBps)
+      << (n.topology == "shared" ? " shared by all traffic" : " per rank each way") << "; busbw all-gather "
+      << gbps(n.allgather.busbw_GBps) << ", reduce-scatter " << gbps(n.reduce_scatter.busbw_GBps) << ", all-reduce "
+      << gbps(n.allreduce.busbw_GBps) << "; GEMM at " << fixed(p.contention.gemm_rate_while_comm, 2)
+      << " of its speed while communicating, communication at " << fixed(p.contention.comm_rate_while_gemm, 2)
+      << " while multiplying";
+  }
+  o << ".";
+  return o.str();
+}
+
+Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  // A dead or stalled peer must end the job, not hang it in a measurement (as in any call).
+  const DeadlineGuard deadline(user_comm, options.deadline_s, "calibration at first use");
+  const MPI_Comm comm = detail::comm_state(user_comm).comm;
+  const int size = detail::comm_size(comm);
+  const nlohmann::ordered_json machine = measure::machine_json(comm, measure::LinkProbe{});
+  const JobSignature job = job_signature(comm, machine);
+  const std::string dir = options.cache_dir.empty() ? config::cache_dir().value : options.cache_dir;
+  const std::string path = dir + "/calibration-" + measure::text_hash(job.text) + ".json";
+  double check = measure::ring_check_GBps(comm);
+
+  const std::string held = measure::read_text(path);
+  const AgreedText kept = agree_on_text(comm, held);
+  if (options.use_cache) {
+    measure::JudgedCalibration judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
+    if (!judged.calibration && judged.problem.find("quick check") != std::string::npos) {
+      // A second look before measuring: load only ever slows the check, and the better of two
+      // is what the link can do. Every rank holds the same figures, so all decide alike.
+      check = std::max(check, measure::ring_check_GBps(comm));
+      judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
+    }
+    if (judged.calibration && kept.everyone_holds_it) {
+      judged.calibration->this_call_s = seconds_since(start);
+      return *judged.calibration;
+    }
+  }
   Calibration c;
-  c.profile = load_profile(std::string(config::kUncalibratedProfile));
+  if (options.use_cache && !kept.text.empty())
+    c.warning = !kept.everyone_holds_it
+                    ? "the ranks hold different calibrations (other hosts or cache directories): measured again"
+                    : "calibration " +
+                          measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance).problem +
+                          ": measured again";
+
+  // The compute table: kept per CPU, BLAS, threads and ranks per host, so a second link on the
+  // same machine measures only the link.
+  const std::string table_path = dir + "/compute-" + measure::text_hash(job.compute_key) + ".json";
+  const std::string table_held = measure::read_text(table_path);
+  const AgreedText table = agree_on_text(comm, table_held);
+  std::string table_problem;
+  std::optional<measure::ComputeResult> compute =
+      table.everyone_holds_it ? measure::parse_compute_table(table.text, job.compute_key, &table_problem) : std::nullopt;
+  const measure::ProfileEffort brief{measure::Effort::brief};
+  const measure::ProfileProgress quiet = [](double, const std::string&) {};
+  measure::Measured m;
+  m.compute = compute ? *compute : measure::measure_compute(comm, brief, quiet);
+  std::string notes;
+  if (size > 1) {
+    m.network = measure::measure_network(comm, brief, SimOptions{}.poll_us, quiet);
+    if (threads_allowed())
+      m.contention = measure::measure_contention(comm, brief, quiet);
+    else
+      notes = "; contention not measured (MPI was initialised below MPI_THREAD_SERIALIZED): none assumed";
+    m.task_reps = 100;
+    m.task_overhead_s = measure::measure_task_overhead_s(comm, m.task_reps);
+  }
+  measure::ProfileRequest request;
+  request.name = "calibrated-" + measure::text_hash(job.text).substr(0, 8);
+  request.tool = "cofuse calibration at first use";
+  request.link = job.text + notes;
+  request.topology = "auto";
+  c.profile = measure::build_profile(request, m, size, machine);
+  throw_if_error(c.profile.validate());
+  c.signature = job.text;
+  c.cached_check_GBps = check;
+  c.measured_at = measure::utc_now();
+  c.measure_s = seconds_since(start);
+  // The measurements are the same on every rank (each is the slowest rank's); the date and the
+  // clock are not. Every rank adopts rank 0's text whole, so all plan with the same profile and
+  // keep (and later compare) the same bytes.
+  const std::string text = agree_on_text(comm, measure::calibration_text(c, size)).text;
+  const std::string warning = c.warning;
+  measure::JudgedCalibration adopted = measure::judge_calibration(text, path, job.text, check, options.check_tolerance);
+  if (!adopted.calibration)  // the same text on every rank: all throw alike
+    throw Error(ErrorCode::internal, "the calibration just measured does not read back: " + adopted.problem);
+  c = std::move(*adopted.calibration);
+  c.from_cache = false;
+  c.warning = warning;
+  std::string write_problem = keep(path, text, held);
+  if (!compute) {
+    const std::string table_text = agree_on_text(comm, measure::compute_table_text(m.compute, job.compute_key)).text;
+    if (const std::string problem = keep(table_path, table_text, table_held); write_problem.empty()) write_problem = problem;
+  }
+  if (!write_problem.empty()) {
+    c.cache_file.clear();
+    c.warning += (c.warning.empty() ? "" : "; ") + write_problem;
+  }
+  c.this_call_s = seconds_since(start);
   return c;
 }
 
-std::optional<Calibration> cached_calibration(int, const std::string&) { return std::nullopt; }
+}  // namespace cofuse
+
+namespace cofuse {
+
+std::optional<Calibration> cached_calibration(int ranks, const std::string& cache_dir) {
+  namespace fs = std::filesystem;
+  const std::string dir = cache_dir.empty() ? config::cache_dir().value : cache_dir;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string wanted_hosts = "hosts=" + std::string(host) + " ranks=" + std::to_string(ranks) + " ";
+  std::optional<Calibration> newest;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("calibration-", 0) != 0 || entry.path().extension() != ".json") continue;
+    const std::string text = measure::read_text(entry.path().string());
+    try {
+      const nlohmann::json j = nlohmann::json::parse(text);
+      const std::string signature = j.at("signature").get<std::string>();
+      if (signature.rfind(wanted_hosts, 0) != 0) continue;  // another host's or another size's
+      measure::JudgedCalibration judged =
+          measure::judge_calibration(text, entry.path().string(), signature, j.at("check_GBps").get<double>(), 0);
+      if (judged.calibration && (!newest || judged.calibration->measured_at > newest->measured_at))
+        newest = std::move(judged.calibration);
+    } catch (const std::exception&) {
+      // Malformed: skipped here; the next calibration on a communicator measures and replaces it.
+    }
+  }
+  return newest;
+}
+
+namespace {
+
+PlanningProfile named(const config::Setting<std::string>& name) {
+  PlanningProfile p;
+  p.profile = load_profile(name.value);
+  p.source = "profile " + name.value + " (" + (name.source == config::Source::flag ? "given" : config::to_string(name.source)) +
+             (p.profile.validated ? ", measured" : ", datasheet numbers") + ")";
+  return p;
+}
+
+}  // namespace
 
 PlanningProfile planning_profile(MPI_Comm comm, std::string_view flag, const CalibrateOptions& options) {
   const config::Setting<std::string> name = config::profile(flag);
+  if (name.value != config::kProfile) return named(name);
   PlanningProfile p;
-  if (name.value == config::kProfile) {
-    p.calibration = calibrate(comm, options);
-    p.profile = p.calibration->profile;
-    p.source = p.calibration->summary();
-  } else {
-    p.profile = load_profile(name.value);
-    p.source = "profile " + name.value + " (" + config::to_string(name.source) + ")";
-  }
+  p.calibration = calibrate(comm, options);
+  p.profile = p.calibration->profile;
+  p.source = p.calibration->summary();
   return p;
 }
 
 PlanningProfile planning_profile_offline(int ranks, std::string_view flag) {
   const config::Setting<std::string> name = config::profile(flag);
+  if (name.value != config::kProfile) return named(name);
   PlanningProfile p;
-  if (name.value == config::kProfile) {
-    p.calibration = cached_calibration(ranks);
-    if (p.calibration) {
-      p.profile = p.calibration->profile;
-      p.source = p.calibration->summary();
-      return p;
-    }
-    p.profile = load_profile(std::string(config::kUncalibratedProfile));
-    p.source = "no calibration cached for " + std::to_string(ranks) + " ranks on this host: " +
-               std::string(config::kUncalibratedProfile);
+  p.calibration = cached_calibration(ranks);
+  if (p.calibration) {
+    p.profile = p.calibration->profile;
+    p.source = p.calibration->summary();
     return p;
   }
-  p.profile = load_profile(name.value);
-  p.source = "profile " + name.value + " (" + config::to_string(name.source) + ")";
+  p.profile = load_profile(std::string(config::kUncalibratedProfile));
+  p.source = "No calibration is cached for " + std::to_string(ranks) + " ranks on this host (" +
+             config::cache_dir().value + "; a run with --schedule auto under mpirun makes one): profile " +
+             std::string(config::kUncalibratedProfile) + " instead.";
   return p;
 }
 

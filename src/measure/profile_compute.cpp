@@ -19,7 +19,15 @@ struct Shape {
 };
 
 std::vector<Shape> grid(ProfileEffort effort, double max_flops) {
-  if (effort.quick) return {{16, 1024, 512}, {64, 256, 128}, {256, 1024, 1024}, {1024, 1024, 1024}};
+  if (effort.brief()) {
+    // The piece shapes schedules make: few rows (a chunk of M) to many, against small and large
+    // n and k, both ways round.
+    std::vector<Shape> out;
+    for (int m : {16, 128, 1024})
+      for (auto [n, k] : {std::pair{256, 256}, {1024, 1024}, {2048, 512}, {512, 2048}}) out.push_back({m, n, k});
+    return out;
+  }
+  if (effort.quick()) return {{16, 1024, 512}, {64, 256, 128}, {256, 1024, 1024}, {1024, 1024, 1024}};
   std::vector<Shape> out;
   for (int m : {16, 64, 256, 1024, 4096})
     for (int n : {256, 1024, 2048})
@@ -43,12 +51,12 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
   // The three largest shapes (17 to 34 GFLOP) would double the grid's time (10 passes of 66 GFLOP
   // per rank take ~9.5 s at 70 GFLOP/s, ~19 s on a core half as fast). Rates have flattened out
   // well before them, and the simulator gives them the rate of the nearest measured shape.
-  r.max_flops = effort.quick ? 2.2e9 : 8.6e9;
-  r.passes = effort.quick ? 3 : 9;
-  r.dgemm_n = effort.quick ? 512 : 1024;
+  r.max_flops = effort.quick() ? 2.2e9 : 8.6e9;
+  r.passes = effort.quick() ? 3 : 9;
+  r.dgemm_n = effort.brief() ? 256 : effort.quick() ? 512 : 1024;
   // Well beyond a last-level cache (tens of MiB): the copy streams from memory, as a large
   // reduction or gather does.
-  r.copy_mib = effort.quick ? 64 : 128;
+  r.copy_mib = effort.quick() ? 64 : 128;
 
   const std::vector<Shape> shapes = grid(effort, r.max_flops);
   std::size_t a_size = 1, b_size = 1, c_size = 1;

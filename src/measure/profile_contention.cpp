@@ -113,14 +113,14 @@ ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const P
   ContentionResult r;
   // Rounds of (GEMM alone, exchanges alone, both together), pooled: outside load that comes and
   // goes hits the alone and the together samples alike.
-  r.rounds = effort.quick ? 1 : 5;
+  r.rounds = effort.quick() ? 1 : 5;
   // Ranks 0 and 1 only: the pair the ping-pong measured.
   MPI_Comm pair = MPI_COMM_NULL;
   detail::mpi_check(MPI_Comm_split(comm, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair), "MPI_Comm_split");
   ContentionResult local;
   if (pair != MPI_COMM_NULL) {
-    const int gemms = effort.quick ? 5 : 8, exchanges = effort.quick ? 6 : 10;
-    const double cap_s = effort.quick ? 5 : 10;  // per phase: a stalled link must not hang the profile
+    const int gemms = effort.brief() ? 3 : effort.quick() ? 5 : 8, exchanges = effort.brief() ? 3 : effort.quick() ? 6 : 10;
+    const double cap_s = effort.quick() ? 5 : 10;  // per phase: a stalled link must not hang the profile
     Gemm gemm;
     Exchanger exchanger(pair, 1 - rank);
     std::vector<double> gemm_alone, gemm_busy, exchange_alone, exchange_busy;

@@ -19,16 +19,17 @@ namespace {
 // What `sources` says about each number: how, where, when and with which cofuse.
 class Sourcer {
  public:
-  Sourcer(std::string hosts, std::string date) : hosts_(std::move(hosts)), date_(std::move(date)) {
+  Sourcer(std::string tool, std::string hosts, std::string date)
+      : tool_(std::move(tool)), hosts_(std::move(hosts)), date_(std::move(date)) {
     const BuildInfo info = build_info();
     cofuse_ = "cofuse " + info.version + " (git " + info.git_revision + ")";
   }
   std::string measured(const std::string& how) const {
-    return "measured: cofuse profile (" + how + ") on " + hosts_ + ", " + date_ + ", " + cofuse_;
+    return "measured: " + tool_ + " (" + how + ") on " + hosts_ + ", " + date_ + ", " + cofuse_;
   }
 
  private:
-  std::string hosts_, date_, cofuse_;
+  std::string tool_, hosts_, date_, cofuse_;
 };
 
 std::string ms(double seconds) { return fixed(seconds * 1e3, 3) + " ms"; }
@@ -44,7 +45,7 @@ std::string shape_list(const std::vector<GemmPoint>& grid) {
 }  // namespace
 
 Measured measure_machine(MPI_Comm comm, bool quick, const StepProgress& progress) {
-  const ProfileEffort effort{quick};
+  const ProfileEffort effort{quick ? Effort::quick : Effort::full};
   Measured m;
   int done = 0;
   auto within = [&](int steps, const std::string& what) {
@@ -77,11 +78,11 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   std::string hosts;
   for (const auto& h : machine["hosts"]) hosts += (hosts.empty() ? "" : "+") + h.get<std::string>();
   const std::string date = utc_now();
-  const Sourcer src(hosts, date);
+  const Sourcer src(args.tool, hosts, date);
   const std::string who = std::to_string(ranks) + " ranks at once, the slowest rank's";
   MachineProfile p;
   p.name = args.name;
-  p.description = "Measured by cofuse profile" + std::string(args.quick ? " --quick" : "") + " on " + hosts + " (" +
+  p.description = "Measured by " + args.tool + std::string(args.quick ? " --quick" : "") + " on " + hosts + " (" +
                   machine["cpu_model"].get<std::string>() + ", " + std::to_string(ranks) + " ranks, " +
                   "OPENBLAS_NUM_THREADS=" + machine["openblas_num_threads"].get<std::string>() + "), " + date +
                   "; link: " + args.link;
@@ -118,21 +119,37 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   const std::string unused = "fixed: roofline parameter, unused because compute.measured is set";
   s["compute.tile_m"] = s["compute.tile_n"] = s["compute.units"] = s["compute.efficiency"] = unused;
 
+  if (ranks < 2) {
+    // Nothing is communicated on one rank: any valid link will do, and the sources say so.
+    p.network = {"switch", 0, 1, 0, 0, 0, 0, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}};
+    for (const char* key : {"network", "contention", "task_overhead_s"})
+      s[key] = "fixed: one rank, nothing is communicated (placeholders the simulator never uses)";
+    return p;
+  }
   const NetworkResult& mn = m.network;
   NetworkModel& net = p.network;
-  net.topology = args.topology;
+  const bool detected = args.topology == "auto";
+  net.topology = detected ? detect_topology(mn) : args.topology;
   net.alpha_s = mn.small_round_trip_s / 2;
-  net.bandwidth_GBps = mn.large_bytes / mn.large_exchange_s * 1e-9;
+  net.bandwidth_GBps = link_bandwidth_GBps(mn, net.topology);
   net.copy_engines = 0;
   const std::string net_passes =
       "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
-  s["network.topology"] = "given: --topology " + args.topology + " (the user says; how ranks share links cannot be detected)";
+  const std::string directions = "one way " + ms(mn.large_one_way_s) + ", both ways at once " + ms(mn.large_exchange_s) +
+                                 " per " + std::to_string(int64_t(mn.large_bytes)) + " bytes";
+  s["network.topology"] = detected ? src.measured("detected: " + directions +
+                                                  "; shared when one way alone is > 1.5x faster than each way of both")
+                                   : "given: --topology " + args.topology + " (" + directions + ")";
   s["network.alpha_s"] = src.measured(
       "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +
       ", " + net_passes + " (a sample batches round trips to >= 1 ms)");
   s["network.bandwidth_GBps"] = src.measured(
-      "MPI_Sendrecv of 4 MiB each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
-      ms(mn.large_exchange_s) + ", " + net_passes);
+      net.topology == "shared"
+          ? "MPI_Send of " + std::to_string(int64_t(mn.large_bytes)) +
+                " bytes from rank 0 to 1 alone (the whole shared medium), bytes / " + ms(mn.large_one_way_s) + ", " + net_passes
+          : "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) +
+                " bytes each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
+                ms(mn.large_exchange_s) + ", " + net_passes);
   s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
       "fixed: used by topology two_level only";
   s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";
@@ -213,7 +230,9 @@ std::string output_problem(const std::string& out) {
 }
 
 void write_file_atomically(const std::string& out, const std::string& text) {
-  const std::string temporary = out + ".partial";
+  // A temporary of this process: ranks of one job (or two jobs) may write the same file at once,
+  // and the last rename wins whole.
+  const std::string temporary = out + ".partial." + std::to_string(::getpid());
   {
     std::ofstream file(temporary);
     file << text;

@@ -18,9 +18,12 @@ namespace cofuse::measure {
 struct ProfileRequest {
   std::string name = "this-host";  // the profile's name
   std::string link;                // the link between ranks, in words, kept in the description
-  std::string topology = "switch";  // how links are shared: "switch" or "shared" (NetworkModel::topology)
+  /// How links are shared: "switch" or "shared" (NetworkModel::topology), or "auto": detected
+  /// (detect_topology, profile_measure.hpp).
+  std::string topology = "auto";
   std::string note;                // kept in the profile's note field
   bool quick = false;              // fewer shapes and repetitions: seconds, less precise
+  std::string tool = "cofuse profile";  // what measured, in the description and every source
 };
 
 /// Everything the measurements found, as every rank has it.
@@ -52,7 +55,8 @@ MachineProfile build_profile(const ProfileRequest& request, const Measured& m, i
 /// Why `out` cannot be written ("" when it can), checked before any measuring.
 std::string output_problem(const std::string& out);
 
-/// Writes text beside `out` and renames it there, so a failed write leaves no half a profile.
+/// Writes text beside `out` (a temporary named after this process) and renames it there, so a
+/// failed write leaves no half a file and concurrent writers of the same file do not mix.
 /// Throws Error(io).
 void write_file_atomically(const std::string& out, const std::string& text);
 

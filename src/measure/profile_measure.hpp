@@ -20,9 +20,14 @@
 
 namespace cofuse::measure {
 
-/// How long the measurements may take: quick (tests, ~15 s in all) or full (under a minute).
+/// How long the measurements may take: brief (calibration at first use, about a second: fewer
+/// shapes, smaller messages, 3 samples), quick (`cofuse profile --quick`, seconds) or full (under
+/// a minute).
+enum class Effort { brief, quick, full };
 struct ProfileEffort {
-  bool quick = false;
+  Effort level = Effort::full;
+  bool quick() const { return level != Effort::full; }
+  bool brief() const { return level == Effort::brief; }
 };
 
 /// Reports progress within a measurement: fraction done (0..1) and what runs now.
@@ -83,6 +88,7 @@ struct CollectiveFit {
 struct NetworkResult {
   double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1
   double large_bytes = 0, large_exchange_s = 0;     // both directions at once (MPI_Sendrecv), as a ring uses a link
+  double large_one_way_s = 0;                       // rank 0 to rank 1 alone (an 8-byte reply ends it)
   CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
   // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test
   // every poll_us with the thread asleep in between. alpha here still includes noticing.
@@ -91,9 +97,25 @@ struct NetworkResult {
   int passes = 0;
 };
 
-/// A small ping-pong and a large exchange (ranks 0 and 1) and the three collectives, blocking
-/// and non-blocking polled every poll_us, interleaved.
+/// A small ping-pong, a large exchange and the same message one way (ranks 0 and 1) and the
+/// three collectives, blocking and non-blocking polled every poll_us, interleaved.
 NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress);
+
+/// How the link is shared, from one direction alone against both at once: a shared medium
+/// (one loopback, one wire) gives one direction alone about twice what each direction gets when
+/// both are busy; a full-duplex switched link gives about the same (TCP's acknowledgements cost
+/// ~10%). "shared" when alone is more than 1.5x faster, else "switch".
+std::string detect_topology(const NetworkResult& r);
+
+/// The bandwidth the simulator's NetworkModel::bandwidth_GBps means for that topology: per
+/// direction with both busy (switch), or the whole medium (shared: one direction alone).
+double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
+
+/// The calibration's quick check: every rank sends 1 MiB (16 MiB on links that move 1 MiB in
+/// under 0.5 ms) to the next and receives from the previous at once (a ring step), GB/s per
+/// rank, the fastest of at least 3 steps and 30 ms (~40 ms on a 2 Gbit/s link), each step the
+/// slowest rank's. 0 with one rank.
+double ring_check_GBps(MPI_Comm comm);
 
 /// Seconds a rank spends on one non-blocking point-to-point task of 8 bytes: posting it plus the
 /// MPI_Test that finds it complete (half of an Irecv + Isend pair exchanged by ranks 0 and 1).

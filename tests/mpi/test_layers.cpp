@@ -1,11 +1,15 @@
 // Gradient checks of the tensor-parallel layers and the MLP block, at every rank count the suite
 // runs (1-4): every rank builds the WHOLE tensors from the run's seed, computes the whole layer
 // in double with plain loops (no cofuse code), and compares its own shards of the outputs and
-// of dX, dW, db; then central finite differences on the MLP in f64.
+// of dX, dW, db; then central finite differences on the MLP in f64. With online tuning on, every
+// call while the auto GEMMs measure their candidates is checked the same way.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
@@ -84,11 +88,41 @@ struct Case {
   bool column, sp, bias, keep, overlap;
   DType dtype;
   std::optional<Schedule> schedule;  // for fprop and dgrad; nullopt = the planner
+  int autotune = 0;                  // LinearConfig::autotune_calls of auto GEMMs (0: the planner's choice is final)
+  std::string tuning_db;             // where they record winners (a temporary file)
   std::string name() const {
     return std::string(column ? "column" : "row") + (sp ? " sp" : "") + (bias ? " bias" : "") + (keep ? "" : " regather") +
-           (overlap ? " overlap-wgrad" : "") + " " + to_string(dtype) + " " + (schedule ? schedule->to_string() : "auto");
+           (overlap ? " overlap-wgrad" : "") + " " + to_string(dtype) + " " + (schedule ? schedule->to_string() : "auto") +
+           (autotune ? " tuning " + std::to_string(autotune) + " calls" : "");
   }
 };
+
+// Every element NaN: a check after a call sees only what that call wrote.
+void poison(std::vector<char>& v, DType t) {
+  for (std::size_t i = 0; i < v.size() / dtype_size(t); ++i) {
+    if (t == DType::f64) reinterpret_cast<double*>(v.data())[i] = std::numeric_limits<double>::quiet_NaN();
+    else reinterpret_cast<float*>(v.data())[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+// A directory every rank names alike (made by rank 0); remove_temp_dir() after the last use.
+std::string make_temp_dir() {
+  std::string path;
+  if (test::world_rank() == 0) {
+    char name[] = "/tmp/cofuse-layers-XXXXXX";
+    if (mkdtemp(name)) path = name;
+  }
+  int length = static_cast<int>(path.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  path.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+void remove_temp_dir(const std::string& path) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::error_code ec;
+  if (test::world_rank() == 0 && !path.empty()) std::filesystem::remove_all(path, ec);
+}
 
 void check_linear(const Case& c, uint64_t seed) {
   const int p = test::world_size(), r = test::world_rank();
@@ -113,6 +147,8 @@ void check_linear(const Case& c, uint64_t seed) {
   cfg.overlap_wgrad = c.overlap;
   cfg.fprop = cfg.dgrad = c.schedule;
   cfg.profile = "this-host-shm";
+  cfg.autotune_calls = c.autotune;
+  cfg.tuning_db = c.tuning_db;
   const int64_t tl = c.sp ? t / p : t, t0 = c.sp ? r * tl : 0;
   // This rank's shards of every input and expected output (layers.hpp).
   Dense x_r(0, 0), w_r(0, 0), b_r(0, 0), dy_r(0, 0), y_r(0, 0), dx_r(0, 0), dw_r(0, 0), db_r(0, 0);
@@ -140,9 +176,36 @@ void check_linear(const Case& c, uint64_t seed) {
   const std::vector<char> xb = bytes(x_r, c.dtype), wb = bytes(w_r, c.dtype), bb = bytes(b_r, c.dtype), dyb = bytes(dy_r, c.dtype);
   std::vector<char> yb(y_r.v.size() * dtype_size(c.dtype)), dxb(dx_r.v.size() * dtype_size(c.dtype)),
       dwb(dw_r.v.size() * dtype_size(c.dtype)), dbb(db_r.v.size() * dtype_size(c.dtype));
+  // Tuning: every call while the auto GEMMs measure (each GEMM runs once per forward or
+  // backward, so autotune calls), and two after they settle, each checked on fresh outputs.
+  const int calls = c.autotune > 0 ? c.autotune + 2 : 1;
   auto run = [&](auto& layer) {
-    layer.forward(xb.data(), wb.data(), c.bias ? bb.data() : nullptr, yb.data());
-    layer.backward(dyb.data(), dxb.data(), dwb.data(), c.bias ? dbb.data() : nullptr);
+    // Settled from the start: nothing auto, tuning off, or nothing overlapped for the model to offer.
+    const bool at_once = layer.settled();
+    for (int call = 0; call < calls; ++call) {
+      if (!at_once) {
+        EXPECT_EQ(layer.settled(), call >= c.autotune) << "before call " << call;
+      }
+      std::string ran;
+      for (const GemmReport& g : layer.report()) ran += " " + g.schedule;
+      for (std::vector<char>* v : {&yb, &dxb, &dwb, &dbb}) poison(*v, c.dtype);
+      layer.forward(xb.data(), wb.data(), c.bias ? bb.data() : nullptr, yb.data());
+      layer.backward(dyb.data(), dxb.data(), dwb.data(), c.bias ? dbb.data() : nullptr);
+      SCOPED_TRACE("call " + std::to_string(call) + ", schedules" + ran);
+      EXPECT_LE(rel_error(yb, y_r, c.dtype), tol(c.dtype, in)) << "Y on rank " << r;
+      EXPECT_LE(rel_error(dxb, dx_r, c.dtype), tol(c.dtype, out)) << "dX on rank " << r;
+      EXPECT_LE(rel_error(dwb, dw_r, c.dtype), tol(c.dtype, t)) << "dW on rank " << r;
+      if (c.bias) {
+        EXPECT_LE(rel_error(dbb, db_r, c.dtype), tol(c.dtype, t)) << "db on rank " << r;
+      }
+    }
+    if (c.autotune > 0) {
+      EXPECT_TRUE(layer.settled()) << layer.explain();
+      // One schedule per GEMM on every rank, however each rank measured.
+      std::string verdict;
+      for (const GemmReport& g : layer.report()) verdict += to_string(g.gemm) + std::string(" ") + g.schedule + " by " + g.decided_by + "; ";
+      for (const std::string& other : test::allgather_strings(verdict)) EXPECT_EQ(other, verdict);
+    }
   };
   if (c.column) {
     ColumnParallelLinear layer(cfg, MPI_COMM_WORLD);
@@ -150,12 +213,6 @@ void check_linear(const Case& c, uint64_t seed) {
   } else {
     RowParallelLinear layer(cfg, MPI_COMM_WORLD);
     run(layer);
-  }
-  EXPECT_LE(rel_error(yb, y_r, c.dtype), tol(c.dtype, in)) << "Y on rank " << r;
-  EXPECT_LE(rel_error(dxb, dx_r, c.dtype), tol(c.dtype, out)) << "dX on rank " << r;
-  EXPECT_LE(rel_error(dwb, dw_r, c.dtype), tol(c.dtype, t)) << "dW on rank " << r;
-  if (c.bias) {
-    EXPECT_LE(rel_error(dbb, db_r, c.dtype), tol(c.dtype, t)) << "db on rank " << r;
   }
 }
 
@@ -169,13 +226,50 @@ TEST(Layers, EveryLinearLayerMatchesTheDoubleReference) {
       for (bool bias : {false, true})
         for (DType dtype : {DType::f32, DType::f64})
           for (const auto& s : schedules) {
-            check_linear({column, sp, bias, true, false, dtype, s}, seed + uint64_t(n++));
+            check_linear({column, sp, bias, true, false, dtype, s, 0, ""}, seed + uint64_t(n++));
             if (HasFatalFailure()) return;
           }
   // The column layer's backward options: input gathered again, weight gradient beside dgrad.
   for (bool keep : {false, true})
-    for (bool overlap : {false, true}) check_linear({true, true, true, keep, overlap, DType::f32, serial_schedule()}, seed + n++);
-  check_linear({true, false, true, true, true, DType::f64, *Schedule::parse("hetero-unfused-1d")}, seed + n++);
+    for (bool overlap : {false, true}) check_linear({true, true, true, keep, overlap, DType::f32, serial_schedule(), 0, ""}, seed + n++);
+  check_linear({true, false, true, true, true, DType::f64, *Schedule::parse("hetero-unfused-1d"), 0, ""}, seed + n++);
+}
+
+// Online tuning in the layers: auto GEMMs measure their candidates on the layer's own calls;
+// every one of those calls is checked, and every rank ends on the same schedules.
+TEST(Layers, AutoGemmsTuneOnTheLayersCallsAndEveryCallIsRight) {
+  const uint64_t seed = test::run_seed() + 3000;
+  const std::string dir = make_temp_dir();
+  int n = 0;
+  for (bool column : {true, false})
+    for (bool sp : {false, true}) {
+      check_linear({column, sp, true, true, false, DType::f32, std::nullopt, 4, dir + "/case" + std::to_string(n) + ".json"},
+                   seed + uint64_t(n));
+      ++n;
+      if (HasFatalFailure()) break;
+    }
+  // The column layer's weight gradient on a second thread beside a tuning dgrad; f64.
+  check_linear({true, true, true, false, true, DType::f64, std::nullopt, 4, dir + "/case-overlap.json"}, seed + uint64_t(n));
+  // The database now holds the winners: the same layer again starts settled.
+  {
+    const int p = test::world_size();
+    LinearConfig cfg;
+    cfg.tokens = 6 * p;
+    cfg.in_features = 5 * p;
+    cfg.out_features = 7 * p;
+    cfg.sequence_parallel = true;
+    cfg.bias = true;
+    cfg.profile = "this-host-shm";
+    cfg.autotune_calls = 4;
+    cfg.tuning_db = dir + "/case1.json";  // column, sp, f32 above
+    ColumnParallelLinear again(cfg, MPI_COMM_WORLD);
+    EXPECT_TRUE(again.settled()) << again.explain();
+    for (const GemmReport& g : again.report())
+      if (g.op != "local") {
+        EXPECT_TRUE(g.decided_by == "database" || g.decided_by == "model") << g.decided_by;
+      }
+  }
+  remove_temp_dir(dir);
 }
 
 TEST(Layers, BadConfigurationsFailOnEveryRankWithTheSameMessage) {
@@ -319,6 +413,59 @@ TEST(Mlp, ForwardAndBackwardMatchTheReferenceAndFiniteDifferences) {
         EXPECT_NEAR(numeric, analytic, 1e-6 * std::max(1.0, std::abs(analytic))) << "parameter " << param << " element " << at;
       }
   }
+}
+
+// The MLP block with every communicating GEMM auto and tuning: every step while they measure
+// gives the output and gradients of the same block run serial (f64, to 1e-12), and the block
+// settles after autotune_calls steps, on the same schedules on every rank.
+TEST(Mlp, TuningStepsMatchTheSerialBlock) {
+  const uint64_t seed = test::run_seed() + 4000;
+  const std::string dir = make_temp_dir();
+  const int p = test::world_size(), r = test::world_rank();
+  for (bool sp : {false, true}) {
+    SCOPED_TRACE(std::string(sp ? "sp" : "no sp") + " | seed " + std::to_string(seed));
+    MlpConfig serial = mlp_config(sp, DType::f64);
+    for (auto& s : serial.schedules) s = serial_schedule();
+    MlpConfig tuned = serial;
+    for (auto& s : tuned.schedules) s.reset();
+    tuned.profile = "this-host-shm";
+    tuned.autotune_calls = 3;
+    tuned.tuning_db = dir + (sp ? "/sp.json" : "/nosp.json");
+    MlpBlock reference(serial, MPI_COMM_WORLD, seed), mlp(tuned, MPI_COMM_WORLD, seed);
+    const int64_t tl = sp ? serial.tokens / p : serial.tokens;
+    const std::vector<char> xb = bytes(block(random_dense(serial.tokens, serial.hidden, seed, 10), sp ? r * tl : 0, tl, 0, serial.hidden), DType::f64);
+    const std::vector<char> gb = bytes(block(random_dense(serial.tokens, serial.hidden, seed, 11), sp ? r * tl : 0, tl, 0, serial.hidden), DType::f64);
+    std::vector<char> y_ref(xb.size()), dx_ref(xb.size()), y(xb.size()), dx(xb.size());
+    reference.forward(xb.data(), y_ref.data());
+    reference.backward(gb.data(), dx_ref.data());
+    auto as_dense = [](const std::vector<char>& v) {
+      Dense d(1, int64_t(v.size() / 8));
+      for (std::size_t i = 0; i < d.v.size(); ++i) d.v[i] = reinterpret_cast<const double*>(v.data())[i];
+      return d;
+    };
+    const bool at_once = mlp.settled();  // nothing overlapped for the model to offer
+    for (int step = 0; step < tuned.autotune_calls + 1; ++step) {
+      if (!at_once) {
+        EXPECT_EQ(mlp.settled(), step >= tuned.autotune_calls) << "before step " << step;
+      }
+      poison(y, DType::f64);
+      poison(dx, DType::f64);
+      mlp.forward(xb.data(), y.data());
+      mlp.backward(gb.data(), dx.data());
+      std::string ran;
+      for (const GemmReport& g : mlp.report()) ran += " " + g.schedule;
+      SCOPED_TRACE("step " + std::to_string(step) + ", schedules" + ran);
+      EXPECT_LE(rel_error(y, as_dense(y_ref), DType::f64), 1e-12);
+      EXPECT_LE(rel_error(dx, as_dense(dx_ref), DType::f64), 1e-12);
+      for (int param = 0; param < 4; ++param)
+        EXPECT_LE(rel_error(mlp.gradient(param), as_dense(reference.gradient(param)), DType::f64), 1e-12) << "gradient " << param;
+    }
+    EXPECT_TRUE(mlp.settled()) << mlp.explain();
+    std::string verdict;
+    for (const GemmReport& g : mlp.report()) verdict += g.schedule + " by " + g.decided_by + "; ";
+    for (const std::string& other : test::allgather_strings(verdict)) EXPECT_EQ(other, verdict);
+  }
+  remove_temp_dir(dir);
 }
 
 TEST(Mlp, SgdStepLowersTheLossInF32) {

@@ -33,7 +33,7 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   ScopedEnv p("COFUSE_PROFILE", nullptr), d("COFUSE_DEADLINE_S", nullptr), t("COFUSE_TUNING_DB", nullptr),
       l("COFUSE_LINK", nullptr), s("COFUSE_TEST_SEED", nullptr);
   const config::Setting<std::string> profile = config::profile();
-  EXPECT_EQ(profile.value, "this-host-shm");
+  EXPECT_EQ(profile.value, "calibrated");
   EXPECT_EQ(profile.source, config::Source::default_value);
   EXPECT_EQ(config::deadline_s().value, 600);
   EXPECT_EQ(config::tuning_db().value, "");

@@ -62,19 +62,100 @@ TEST(Planner, FallsBackToSerialUnlessOverlapWinsByTheMargin) {
   EXPECT_NE(s.why.find("margin"), std::string::npos) << s.why;
 }
 
-// The planner plans for the CPU executor, which runs no 16-bit overlap: a bf16 question gets
-// serial and a reason, never an empty candidate list.
-TEST(Planner, A16BitQuestionGetsSerialAndWhy) {
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A CPU profile plans for the CPU executor, which runs no 16-bit GEMM: a bf16 or f16 question
+// gets serial and the reason (can_run's), never an empty candidate list, and names its rate.
+TEST(Planner, A16BitQuestionOnACpuProfileGetsSerialAndWhy) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(to_string(dtype));
+    OpDesc d = layer();
+    d.dtype = dtype;
+    MachineProfile p = profile(1.0, 1.0);
+    p.compute.peak_gflops_16 = 400;
+    const PlanChoice c = choose_schedule(d, p);
+    EXPECT_EQ(c.backend, Backend::cpu_mpi);
+    EXPECT_EQ(c.schedule, serial_schedule());
+    ASSERT_EQ(c.candidates.size(), 1u);
+    EXPECT_EQ(c.predicted_s, c.serial_s);
+    EXPECT_GT(c.serial_s, 0);
+    EXPECT_TRUE(has(c.why, "for the CPU executor (cpu_mpi)")) << c.why;
+    EXPECT_TRUE(has(c.why, "does not run this op at all (dtype " + std::string(to_string(dtype)) +
+                               " runs on the CUDA executor")) << c.why;
+    EXPECT_TRUE(has(c.why, std::string(to_string(dtype)) + " at 400.0 GFLOP/s peak per rank (compute.peak_gflops_16)"))
+        << c.why;
+  }
+}
+
+// A GPU profile plans for the CUDA backend it names: a bf16 or f16 layer on 8xH100-SXM gets
+// overlapped candidates, every one of them a schedule cuda::Group runs, and the reasons name
+// the 16-bit rate the GEMMs were timed at.
+TEST(Planner, A16BitQuestionOnAGpuProfileGetsOverlappedCandidates) {
+  const MachineProfile h100 = load_profile("8xH100-SXM");
+  ASSERT_EQ(h100.backend, Backend::cuda_nccl);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(to_string(dtype));
+    OpDesc d;
+    d.op = OpKind::gemm_rs;
+    d.axis = Axis::m;
+    d.m = d.n = d.k = 8192;
+    d.ranks = 8;
+    d.dtype = dtype;
+    PlannerOptions options;
+    options.consult_tuning_db = false;  // whatever $COFUSE_TUNING_DB holds
+    const PlanChoice c = choose_schedule(d, h100, options);
+    EXPECT_EQ(c.backend, Backend::cuda_nccl);
+    int overlapped = 0;
+    for (const PlanCandidate& k : c.candidates) {
+      if (k.schedule == serial_schedule()) continue;
+      ++overlapped;
+      EXPECT_TRUE(can_run(Backend::cuda_nccl, d, k.schedule).ok()) << k.name;
+      EXPECT_EQ(k.schedule.driver, CommDriver::sm) << k.name;
+    }
+    EXPECT_GT(overlapped, 10);
+    EXPECT_TRUE(has(c.why, "for the CUDA backend over NCCL (cuda_nccl)")) << c.why;
+    EXPECT_TRUE(has(c.why, std::string(to_string(dtype)) +
+                               " at 989.4 TFLOP/s peak per rank (compute.peak_gflops_16: datasheet)")) << c.why;
+    EXPECT_FALSE(has(c.why, "does not run")) << c.why;
+  }
+}
+
+// A GPU profile without a 16-bit rate times bf16 GEMMs as f32, and says so.
+TEST(Planner, A16BitQuestionWithoutA16BitRateSaysItRunsAsF32) {
   OpDesc d = layer();
   d.dtype = DType::bf16;
   MachineProfile p = profile(1.0, 1.0);
-  p.compute.peak_gflops_16 = 400;
+  p.backend = Backend::cuda_nccl;
   const PlanChoice c = choose_schedule(d, p);
-  EXPECT_EQ(c.schedule, serial_schedule());
-  ASSERT_EQ(c.candidates.size(), 1u);
-  EXPECT_EQ(c.predicted_s, c.serial_s);
-  EXPECT_GT(c.serial_s, 0);
-  EXPECT_NE(c.why.find("runs no overlapped schedule of bf16"), std::string::npos) << c.why;
+  EXPECT_GT(c.candidates.size(), 1u);
+  EXPECT_TRUE(has(c.why, "bf16 at the f32 rate, 100.0 GFLOP/s peak per rank: the profile has no 16-bit rate")) << c.why;
+}
+
+// A caller that runs on a given executor names it: a GPU profile's numbers, the CPU's schedules.
+TEST(Planner, TheCallerMayNameTheBackend) {
+  const MachineProfile h100 = load_profile("8xH100-SXM");
+  OpDesc d;
+  d.op = OpKind::gemm_rs;
+  d.axis = Axis::m;
+  d.m = d.n = 4096;
+  d.k = 8192;
+  d.ranks = 8;
+  PlannerOptions cpu;
+  cpu.consult_tuning_db = false;
+  cpu.backend = Backend::cpu_mpi;
+  EXPECT_EQ(planning_backend(h100, cpu), Backend::cpu_mpi);
+  EXPECT_EQ(planning_backend(h100), Backend::cuda_nccl);
+  PlannerCache cache;
+  const PlanChoice c = choose_schedule(d, h100, cpu, &cache);
+  EXPECT_EQ(c.backend, Backend::cpu_mpi);
+  for (const PlanCandidate& k : c.candidates) EXPECT_TRUE(can_run(Backend::cpu_mpi, d, k.schedule).ok()) << k.name;
+  // Another backend is another question.
+  PlannerOptions gpu = cpu;
+  gpu.backend.reset();
+  const PlanChoice g = choose_schedule(d, h100, gpu, &cache);
+  EXPECT_FALSE(g.from_cache);
+  EXPECT_EQ(g.backend, Backend::cuda_nccl);
+  EXPECT_NE(c.candidates.size(), g.candidates.size());
 }
 
 TEST(Planner, RepeatedQuestionsComeFromTheCache) {
@@ -145,6 +226,14 @@ TEST(Planner, SeedHeuristicsFollowTheirRules) {
   EXPECT_EQ(h.schedule.fusion, Fusion::fused);
   EXPECT_EQ(h.schedule.driver, CommDriver::inline_);
   EXPECT_TRUE(h.schedule.validate_for(d).ok());
+  // On a GPU backend the seed's fused pick runs unfused with the GPU's engine, and says so.
+  MachineProfile gpu = profile(1.0, 1.0);
+  gpu.backend = Backend::cuda_nccl;
+  h = seed_heuristic_schedule(d, gpu);
+  EXPECT_EQ(h.schedule.fusion, Fusion::unfused);
+  EXPECT_EQ(h.schedule.driver, CommDriver::sm);
+  EXPECT_TRUE(can_run(Backend::cuda_nccl, d, h.schedule).ok()) << h.schedule.to_string();
+  EXPECT_TRUE(has(h.why, "fused is a CPU technique: unfused on cuda_nccl")) << h.why;
 }
 
 }  // namespace
@@ -213,6 +302,28 @@ TEST(Planner, AMeasuredWinnerOutranksTheModel) {
   EXPECT_NE(c.why.find("Measured on this machine"), std::string::npos) << c.why;
   options.consult_tuning_db = false;
   EXPECT_FALSE(choose_schedule(d, p, options).measured);
+  std::remove(path.c_str());
+}
+
+// A winner measured on the CPU executor (cofuse tune) is no answer for a backend that cannot run it.
+TEST(Planner, AMeasuredWinnerTheBackendCannotRunIsIgnored) {
+  const std::string path = ::testing::TempDir() + "cofuse_tuning_backend.json";
+  OpDesc d = layer();
+  d.n = 512;  // a question no other test asked
+  MachineProfile p = profile(1.0, 1.0);
+  p.backend = Backend::cuda_nccl;
+  TuningEntry e = TuningDb::key_of(d, p.name);
+  e.schedule = *Schedule::parse("uniform-fused-1d");  // engine=inline: a CPU engine
+  TuningDb db;
+  db.put(e);
+  db.save(path);
+  PlannerOptions options;
+  options.tuning_db = path;
+  const PlanChoice c = choose_schedule(d, p, options);
+  EXPECT_FALSE(c.measured);
+  EXPECT_TRUE(can_run(Backend::cuda_nccl, d, c.schedule).ok()) << c.schedule.to_string();
+  options.backend = Backend::cpu_mpi;
+  EXPECT_TRUE(choose_schedule(d, p, options).measured);
   std::remove(path.c_str());
 }
 

@@ -393,5 +393,64 @@ TEST(Profile, RooflineQuantisesTilesAndWaves) {
   EXPECT_NEAR(uneven, 2.0 * 5 * 128 * 128 * 1024 / (100e9 * 5.0 / 8.0), 1e-12);
 }
 
+// A profile names the backend that runs ops on its machine (the planner offers what that
+// backend runs); a file without the field is the CPU executor's, as cofuse profile measures.
+TEST(Profile, NamesItsBackendAndDefaultsToTheCpuExecutor) {
+  MachineProfile p = test_profile();
+  EXPECT_EQ(p.backend, Backend::cpu_mpi);
+  p.backend = Backend::cuda_nccl;
+  std::string text = to_json(p);
+  EXPECT_NE(text.find("\"backend\": \"cuda_nccl\""), std::string::npos) << text;
+  EXPECT_EQ(parse_profile(text, "round trip"), p);
+  const std::string field = "\"backend\": \"cuda_nccl\",";
+  text.replace(text.find(field), field.size(), "");
+  EXPECT_EQ(parse_profile(text, "no backend").backend, Backend::cpu_mpi);
+  std::string wrong = to_json(p);
+  wrong.replace(wrong.find("\"cuda_nccl\""), std::string("\"cuda_nccl\"").size(), "\"rocm\"");
+  try {
+    parse_profile(wrong, "t.json");
+    FAIL() << "an unknown backend parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("profile t.json: backend 'rocm' is not cpu_mpi, cuda_nccl or cuda_local"),
+              std::string::npos)
+        << e.what();
+  }
+  // The shipped profiles: the GPU (and NPU) machines plan for the NCCL backend, this host for the CPU.
+  for (const std::string& name : builtin_profiles()) {
+    const MachineProfile shipped = load_profile(name);
+    const bool this_host = name.rfind("this-host", 0) == 0;
+    EXPECT_EQ(shipped.backend, this_host ? Backend::cpu_mpi : Backend::cuda_nccl) << name;
+    if (!this_host) EXPECT_TRUE(shipped.sources.count("backend")) << name << " says why it names its backend";
+  }
+}
+
+// The rate a dtype's GEMMs take, named with its field and the kind of its source.
+TEST(Profile, GemmRateBasisNamesTheRateUsed) {
+  MachineProfile p = test_profile();
+  p.compute.peak_gflops_16 = 400;
+  p.sources["compute.peak_gflops_16"] = "datasheet: a GPU's sheet, BF16 dense";
+  EXPECT_EQ(gemm_rate_basis(p, DType::bf16), "bf16 at 400.0 GFLOP/s peak per rank (compute.peak_gflops_16: datasheet)");
+  EXPECT_EQ(gemm_rate_basis(p, DType::f16), "f16 at 400.0 GFLOP/s peak per rank (compute.peak_gflops_16: datasheet)");
+  EXPECT_EQ(gemm_rate_basis(p, DType::f32), "f32 at 100.0 GFLOP/s peak per rank (compute.peak_gflops_f32)");
+  // The rate gemm_seconds takes is the one named: 16-bit GEMMs at 4x the f32 rate here.
+  p.compute.memory_GBps = 1e9;
+  EXPECT_NEAR(gemm_seconds(p, DType::bf16, 64, 64, 64), gemm_seconds(p, DType::f32, 64, 64, 64) / 4, 1e-15);
+  p.compute.peak_gflops_f32 = 494700;
+  EXPECT_EQ(gemm_rate_basis(p, DType::f32).rfind("f32 at 494.7 TFLOP/s peak per rank", 0), 0u) << gemm_rate_basis(p, DType::f32);
+  // No 16-bit rate: 16-bit GEMMs run as f32, and the basis says so.
+  p.compute.peak_gflops_16 = 0;
+  p.sources["compute.peak_gflops_16"] = "fixed: 0 (as f32): no 16-bit units";
+  EXPECT_EQ(gemm_rate_basis(p, DType::bf16),
+            "bf16 at the f32 rate, 494.7 TFLOP/s peak per rank: the profile has no 16-bit rate (compute.peak_gflops_16 = 0: fixed)");
+  EXPECT_EQ(gemm_seconds(p, DType::bf16, 64, 64, 64), gemm_seconds(p, DType::f32, 64, 64, 64)) << "at the f32 rate";
+  // A measured table: the nearest shape's rate, scaled for other dtypes.
+  p.compute.measured = {{64, 64, 64, 50}};
+  p.compute.peak_gflops_f32 = 100;
+  p.sources["compute.measured"] = "measured: cofuse profile on a host";
+  EXPECT_EQ(gemm_rate_basis(p, DType::f32), "f32 at the nearest measured shape's rate (compute.measured: measured)");
+  EXPECT_EQ(gemm_rate_basis(p, DType::f64),
+            "f64 at the nearest measured shape's f32 rate x 0.500 (compute.peak_gflops_f64)");
+}
+
 }  // namespace
 }  // namespace cofuse

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cofuse/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
@@ -26,9 +27,11 @@ struct PlanArgs {
 
 // --schedule auto: the planner's cost table, its choice, why; and seed 001's heuristic pick.
 int auto_plan(const PlanArgs& args, const OpDesc& d) {
-  const MachineProfile profile = load_profile(config::profile(args.profile).value);
+  // No communicator here: "calibrated" is the calibration cached on this host for d.ranks.
+  const PlanningProfile planning = planning_profile_offline(d.ranks, args.profile);
+  const MachineProfile& profile = planning.profile;
   PlannerOptions options;
-  options.tuning_db = args.db;
+  options.tuning_db = auto_tuning_db(args.db);  // what online tuning and cofuse tune wrote
   const PlanChoice c = choose_schedule(d, profile, options);
   const HeuristicChoice h = seed_heuristic_schedule(d, profile);
   double heuristic_s = 0;
@@ -41,6 +44,7 @@ int auto_plan(const PlanArgs& args, const OpDesc& d) {
                        {"dil_ms", k.losses.dil_s * 1e3}, {"cil_ms", k.losses.cil_s * 1e3},
                        {"exposed_comm_ms", k.losses.exposed_comm_s * 1e3}, {"workspace_bytes", k.workspace_bytes}});
     std::cout << nlohmann::ordered_json{{"op", d.to_string()}, {"profile", c.profile}, {"profile_validated", c.profile_validated},
+                                        {"profile_source", planning.source},
                                         {"choice", c.schedule.to_string()}, {"choice_name", c.name},
                                         {"measured", c.measured},
                                         {"predicted_ms", c.predicted_s * 1e3}, {"serial_ms", c.serial_s * 1e3},
@@ -55,6 +59,7 @@ int auto_plan(const PlanArgs& args, const OpDesc& d) {
   for (const PlanCandidate& k : c.candidates) width = std::max(width, k.name.size());
   std::cout << "cofuse plan  " << d.to_string() << "  on " << c.profile
             << (c.profile_validated ? " (measured)" : " (datasheet, NOT validated)") << "\n"
+            << "  profile: " << planning.source << "\n"
             << "  " << std::left << std::setw(int(width)) << "candidate" << std::right << std::setw(12) << "predicted"
             << std::setw(10) << "vs serial" << std::setw(9) << "DIL" << std::setw(9) << "CIL" << std::setw(10) << "exposed"
             << std::setw(12) << "workspace" << "\n";
@@ -73,7 +78,7 @@ int auto_plan(const PlanArgs& args, const OpDesc& d) {
   if (shown < int(c.candidates.size()))
     std::cout << "  (" << c.candidates.size() - shown << " more; --top N shows more)\n";
   if (!c.warning.empty()) std::cerr << c.warning << "\n";
-  std::cout << "choice       " << c.name << (c.measured ? " (measured by cofuse tune)" : "") << ", predicted "
+  std::cout << "choice       " << c.name << (c.measured ? " (measured, not predicted: see why)" : "") << ", predicted "
             << std::setprecision(3) << c.predicted_s * 1e3 << " ms\n"
             << "why          " << c.why << "\n"
             << "seed 001     " << h.name << ", predicted " << heuristic_s * 1e3 << " ms (" << h.why << ")\n";
@@ -110,7 +115,7 @@ std::function<int()> add_plan_command(CLI::App& app) {
       "plan", "Print the task plan of an op under a schedule (tasks, engines, views, dependencies), or --list the\n"
               "valid schedules, or (--schedule auto) let the planner choose on a machine profile and say why.\n"
               "Needs no MPI: plan for any rank count and any machine.");
-  add_op_options(plan, args->op);
+  add_op_options(plan, args->op, Dtypes::any_backend);
   plan->add_option("--ranks", args->ranks, "P, the number of ranks to plan for")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   plan->add_option("--rank", args->rank, "Which rank's plan to print, or 'all'")
       ->check(CLI::Validator(

@@ -1,6 +1,6 @@
 // `cofuse profile`: measures this machine and writes the MachineProfile (JSON, schema
 // cofuse.profile/1) that the simulator predicts plans with. Every number it writes is measured
-// here, except what cannot be (the topology: the user says) and roofline fields the measured GEMM
+// here (the topology too, unless --topology names it), except roofline fields the measured GEMM
 // table makes unused; `sources` says which is which, how, where and when.
 //
 // Flow: parse (no MPI) -> MPI -> at least 2 ranks -> ranks agree on the options -> rank 0 checks
@@ -70,7 +70,7 @@ int profile(const ProfileArgs& args, MPI_Comm comm) {
     return 1;
   }
   agree_values(comm, "cofuse profile options",
-               {{"quick", args.request.quick}, {"topology shared", args.request.topology == "shared"}});
+               {{"quick", args.request.quick}, {"topology", args.request.topology == "auto" ? 0 : args.request.topology == "shared" ? 1 : 2}});
 
   bool writable = true;
   if (rank == 0) {
@@ -158,9 +158,9 @@ std::function<int()> add_profile_command(CLI::App& app) {
                 "A remark kept in the profile's note field (what it was measured for, where it is used); the\n"
                 "measured fields and the description are always what was measured");
   p->add_option("--topology", args->request.topology,
-                "How the ranks' links are shared, which cannot be detected: switch (a full-duplex link per rank) or "
-                "shared (one medium for all traffic)")
-      ->check(CLI::IsMember({"switch", "shared"}))
+                "How the ranks' links are shared: switch (a full-duplex link per rank), shared (one medium for all\n"
+                "traffic), or auto: detected from one direction alone against both at once")
+      ->check(CLI::IsMember({"auto", "switch", "shared"}))
       ->capture_default_str();
   p->add_option("--link", args->request.link,
                 "What the link between ranks is, in words, kept in the description "

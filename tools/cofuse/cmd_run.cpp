@@ -3,6 +3,9 @@
 // Flow: parse (no MPI) -> MPI_Init_thread -> ranks agree on the run options -> Operation (ranks
 // agree on op and schedule, then validate) -> seeded random inputs -> warm-up -> timed
 // iterations -> reference check -> table or JSON on rank 0 -> optional trace and .npy files.
+// --schedule auto: an AutoOperation instead, called until it settles (measuring the model's
+// best candidates beside serial, unless the tuning database or --autotune-calls 0 settles it at
+// once); those calls are warm-up too, and the settled schedule is what is timed.
 // The timing and checking are the measurement library's (measure/bench_measure.hpp), the same
 // as `cofuse bench`'s; this file parses, prints and saves.
 #include <mpi.h>
@@ -15,6 +18,8 @@
 #include <sstream>
 #include <vector>
 
+#include "cofuse/auto_operation.hpp"
+#include "cofuse/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
 #include "cpu/comm/mpi_util.hpp"
@@ -32,7 +37,8 @@ namespace {
 struct RunArgs {
   OpArgs op;
   std::string schedule = "serial";
-  std::string profile;  // --schedule auto: the machine profile the planner predicts with
+  std::string profile;  // --schedule auto: the machine profile the planner predicts with ("" = the rule)
+  int autotune_calls = -1;  // --schedule auto: calls spent measuring (< 0: config; 0: off)
   std::string schedules;  // "all", "presets", or a ';'-separated list
   std::string seed;       // empty: a fresh one
   int iters = 20, warmup = 3;
@@ -75,7 +81,7 @@ void save_npy_files(const std::string& dir, int rank, const OpDesc& d, const Sch
 }
 
 void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, const Inputs& in, const VariantResult& times,
-                  uint64_t seed, const std::optional<CheckResult>& check) {
+                  uint64_t seed, const std::optional<CheckResult>& check, const nlohmann::json& autotune) {
   const Summary g = times.gemm, m = times.comm, t = times.total;
   const CommSize cs = comm_size(d);
   const double gflops = g.median > 0 ? d.flops() / d.ranks / g.median * 1e-9 : 0;
@@ -104,7 +110,8 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
         {"check", check ? nlohmann::json{{"rel_error", check->rel_error}, {"tolerance", check->tolerance},
                                          {"worst_rank", check->worst_rank}, {"gathered_ok", check->gathered_ok},
                                          {"passed", check->passed()}}
-                        : nlohmann::json(nullptr)}};
+                        : nlohmann::json(nullptr)},
+        {"tuning", autotune}};  // --schedule auto: how it settled (null otherwise)
     std::cout << out.dump() << std::endl;
     return;
   }
@@ -181,30 +188,78 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
   return all_passed ? 0 : 1;
 }
 
+// How an AutoOperation settled, in one line for the table.
+std::string settled_line(const AutoOperation& op) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << "autotune     ";
+  switch (op.settled_by()) {
+    case SettledBy::database:
+      o << "from the tuning database " << op.tuning_db() << ": " << op.model_choice().name << ", measured before";
+      break;
+    case SettledBy::model:
+      o << "the model's choice " << op.model_choice().name << ", unmeasured ("
+        << (op.tuning_off() ? "tuning off: --autotune-calls or $COFUSE_AUTOTUNE_CALLS is 0"
+                            : "no overlapped candidate to measure")
+        << ")";
+      break;
+    case SettledBy::measurement: {
+      o << "measured over " << op.calls() << " calls (median of each but its first, slowest rank):";
+      for (const TunedCandidate& c : op.candidates()) o << " " << c.name << " " << c.median_s * 1e3 << " ms;";
+      o << " kept " << schedule_name(op.schedule()) << ", recorded in " << op.tuning_db();
+      break;
+    }
+    case SettledBy::tuning: o << "still tuning"; break;  // not reached: run calls it until settled
+  }
+  return o.str();
+}
+
+nlohmann::json autotune_json(const AutoOperation& op) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const TunedCandidate& c : op.candidates())
+    candidates.push_back({{"schedule", c.schedule.to_string()}, {"name", c.name}, {"calls", c.calls},
+                          {"median_ms", c.median_s * 1e3}, {"predicted_ms", c.predicted_s * 1e3}});
+  return {{"profile", op.planning().profile.name}, {"profile_source", op.planning().source},
+          {"model_choice", op.model_choice().schedule.to_string()}, {"model_predicted_ms", op.model_choice().predicted_s * 1e3},
+          {"settled_by", to_string(op.settled_by())}, {"tuning_calls", op.calls()}, {"candidates", candidates},
+          {"tuning_db", op.tuning_db()}, {"explain", op.explain()}};
+}
+
 int run_single(const RunArgs& args, const OpDesc& d, int rank) {
-  Schedule schedule;
+  std::unique_ptr<AutoOperation> tuned;
+  std::unique_ptr<Operation> fixed;
+  const uint64_t seed = agree_seed(args.seed);
+  Inputs in(d, seed, rank);
+  nlohmann::json autotune = nullptr;
   if (args.schedule == "auto") {
-    // Every rank plans alike (same description, same profile file); the Operation then agrees
-    // on the result like on any schedule, so a rank that read another profile fails loudly.
-    throw_if_error(d.validate());
-    const PlanChoice choice = choose_schedule(d, load_profile(args.profile));
-    schedule = choice.schedule;
+    // The planner's answer is rank 0's on every rank (AutoOperation), so ranks that read other
+    // profiles or databases still run one schedule.
+    AutoOptions o;
+    o.profile = args.profile;
+    o.tune_calls = args.autotune_calls;
+    o.exec = args.settings;
+    o.who = "cofuse run";
+    tuned = std::make_unique<AutoOperation>(d, MPI_COMM_WORLD, o);
+    const PlanChoice& choice = tuned->model_choice();
     if (rank == 0 && !args.json)
       std::cout << std::fixed << std::setprecision(3) << "planner      --schedule auto on " << choice.profile << ": "
                 << choice.name << ", predicted " << choice.predicted_s * 1e3 << " ms (serial " << choice.serial_s * 1e3
-                << " ms); cofuse plan --schedule auto says why\n";
+                << " ms); cofuse plan --schedule auto says why\n"
+                << "profile      " << tuned->planning().source << "\n" << std::flush;
+    // Tuning calls: on the same inputs, untimed, so they are the warm-up's first calls.
+    while (!tuned->settled()) tuned->execute(in.buffers());
+    if (rank == 0 && !tuned->warning().empty()) std::cerr << tuned->warning() << "\n";
+    if (rank == 0 && !args.json) std::cout << settled_line(*tuned) << "\n" << std::flush;
+    autotune = autotune_json(*tuned);
   } else {
-    schedule = *Schedule::parse(args.schedule);
+    fixed = std::make_unique<Operation>(d, MPI_COMM_WORLD, *Schedule::parse(args.schedule), args.settings);
   }
-  Operation operation(d, MPI_COMM_WORLD, schedule, args.settings);
-  const uint64_t seed = agree_seed(args.seed);
-  Inputs in(d, seed, rank);
+  Operation& operation = tuned ? tuned->operation() : *fixed;
   const VariantResult times = measure_operation(operation, in.buffers(), settings_of(args));
   int exit_code = 0;
   std::optional<CheckResult> check;
   if (args.check) check = check_fresh_call(operation, in, Reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD));
   if (check && !check->passed()) exit_code = 1;
-  if (rank == 0) print_single(args, d, operation, in, times, seed, check);
+  if (rank == 0) print_single(args, d, operation, in, times, seed, check, autotune);
 
   if (!args.trace_path.empty()) {
     bool written = true;
@@ -242,7 +297,8 @@ int run_command(const RunArgs& args) {
     agree_values(MPI_COMM_WORLD, "cofuse run options",
                  {{"iters", args.iters}, {"warmup", args.warmup}, {"check", args.check},
                   {"save", !args.save_dir.empty()}, {"trace", !args.trace_path.empty()},
-                  {"schedules", !args.schedules.empty()}, {"seed given", !args.seed.empty()}});
+                  {"schedules", !args.schedules.empty()}, {"seed given", !args.seed.empty()},
+                  {"auto", args.schedule == "auto"}});
     return args.schedules.empty() ? run_single(args, d, rank) : run_sweep(args, d, rank);
   });
 }
@@ -260,12 +316,18 @@ std::function<int()> add_run_command(CLI::App& app) {
   run->add_option("--schedule", args->schedule,
                   "A schedule or preset (docs/schedules.md), e.g. hetero-unfused-1d or "
                   "overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring; "
-                  "or 'auto': the planner chooses by simulating every schedule on --profile")
+                  "or 'auto': the planner ranks every schedule on --profile, and the first calls measure its best\n"
+                  "candidates beside serial until one is kept (--autotune-calls; the tuning database may settle it at once)")
       ->check(schedule_validator(true))
       ->capture_default_str();
   run->add_option("--profile", args->profile,
                   "With --schedule auto: the machine profile (name or file; default $COFUSE_PROFILE, else " +
                       std::string(config::kProfile) + ")");
+  run->add_option("--autotune-calls", args->autotune_calls,
+                  "With --schedule auto: calls spent measuring the model's best schedules beside serial before one is\n"
+                  "kept and recorded in the tuning database; 0 = off, the model's choice is final (default\n"
+                  "$COFUSE_AUTOTUNE_CALLS, else " + std::to_string(config::kAutotuneCalls) + ")")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--schedules", args->schedules,
                   "Sweep instead: 'all' (every valid schedule, chunks 2/4/8), 'presets', or a ';'-separated list. "
                   "Prints one line per schedule: time, speedup vs serial, overlap efficiency, error")
@@ -304,10 +366,7 @@ std::function<int()> add_run_command(CLI::App& app) {
                       std::to_string(int(config::kDeadlineS)))
       ->check(CLI::NonNegativeNumber);
   run->add_flag("--json", args->json, "Print JSON (one object per run, or per schedule of a sweep) instead of tables");
-  return [args] {
-    args->profile = config::profile(args->profile).value;
-    return run_command(*args);
-  };
+  return [args] { return run_command(*args); };
 }
 
 }  // namespace cofuse::cli

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cofuse/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
@@ -62,25 +63,40 @@ int what_if(const SimArgs& args) {
 int op_sim(const SimArgs& args) {
   const OpDesc d = make_desc(args.op, args.ranks);
   const Schedule schedule = *Schedule::parse(args.schedule);
-  const MachineProfile profile = load_profile(config::profile(args.profile).value);
+  // No communicator here: "calibrated" is the calibration cached on this host for d.ranks.
+  const PlanningProfile planning = planning_profile_offline(d.ranks, args.profile);
+  const MachineProfile& profile = planning.profile;
   SimOptions options;
   options.tile_rows = args.tile_rows;
+  // A 16-bit op under a CPU engine runs nowhere; the CUDA backend runs it with a GPU engine.
+  if (const Status st = can_run_anywhere(d, schedule); !st.ok()) {
+    Schedule gpu = schedule;
+    gpu.driver = CommDriver::sm;
+    if (schedule.overlap != Overlap::none && schedule.fusion == Fusion::unfused && can_run_anywhere(d, gpu).ok())
+      throw Error(ErrorCode::invalid_argument,
+                  st.message() + "; the CUDA backend runs it with a GPU engine: --schedule " + gpu.to_string());
+  }
   const SimResult r = simulate(d, schedule, profile, options);
   const SimLosses& l = r.losses;
   double compute_busy = 0, comm_busy = 0;
   for (double b : r.compute_busy_s) compute_busy = std::max(compute_busy, b);
   for (double b : r.comm_busy_s) comm_busy = std::max(comm_busy, b);
   const double rate = r.wall_s > 0 ? double(r.tasks) / r.wall_s : 0;
+  // The simulator predicts a run on any backend; say whether the profile's own runs this one.
+  const Backend backend = planning_backend(profile);
+  const Status runs = can_run(backend, d, schedule);
+  const std::string gemm_rate = gemm_rate_basis(profile, d.dtype);
   if (args.json) {
     std::cout << nlohmann::ordered_json{
         {"op", d.to_string()}, {"schedule", schedule.to_string()}, {"schedule_name", schedule_name(schedule)},
-        {"profile", profile.name}, {"profile_validated", profile.validated}, {"makespan_ms", r.makespan_s * 1e3},
+        {"profile", profile.name}, {"profile_validated", profile.validated}, {"profile_source", planning.source}, {"makespan_ms", r.makespan_s * 1e3},
         {"speedup_vs_serial", l.serial_s / r.makespan_s}, {"overlap_efficiency", l.ideal_s / r.makespan_s},
         {"compute_busy_ms", compute_busy * 1e3}, {"comm_busy_ms", comm_busy * 1e3},
         {"losses_ms", {{"gemm_alone", l.gemm_alone_s * 1e3}, {"comm_alone", l.comm_alone_s * 1e3},
                        {"ideal", l.ideal_s * 1e3}, {"serial", l.serial_s * 1e3}, {"dil", l.dil_s * 1e3},
                        {"cil", l.cil_s * 1e3}, {"exposed_comm", l.exposed_comm_s * 1e3}, {"overhead", l.overhead_s * 1e3}}},
-        {"tasks", r.tasks}, {"events", r.events}, {"sim_wall_s", r.wall_s}, {"tasks_per_s", rate}}
+        {"tasks", r.tasks}, {"events", r.events}, {"sim_wall_s", r.wall_s}, {"tasks_per_s", rate},
+        {"gemm_rate", gemm_rate}, {"backend", to_string(backend)}, {"backend_runs_it", runs.ok()}}
                      .dump()
               << "\n";
   } else {
@@ -88,7 +104,11 @@ int op_sim(const SimArgs& args) {
               << "schedule    " << schedule_name(schedule)
               << (schedule_name(schedule) == schedule.to_string() ? "" : " = " + schedule.to_string()) << "\n"
               << "profile     " << profile.name << (profile.validated ? " (measured)" : " (from datasheets, NOT validated)")
-              << ": " << profile.description << "\n"
+              << ": " << (planning.calibration ? planning.source : profile.description) << "\n"
+              << "gemm        " << gemm_rate << "\n"
+              << "backend     " << to_string(backend)
+              << (runs.ok() ? " (the profile's) runs this schedule" : " (the profile's) does not run it: " + runs.message())
+              << "\n"
               << "predicted   " << ms(r.makespan_s) << " ms; serial " << ms(l.serial_s) << " ms; speedup " << std::fixed
               << std::setprecision(2) << l.serial_s / r.makespan_s << "x; overlap efficiency max(G, M) / T = "
               << l.ideal_s / r.makespan_s << "\n"
@@ -117,7 +137,7 @@ std::function<int()> add_sim_command(CLI::App& app) {
       "Predict an op under a schedule on a machine profile, without MPI or the machine: makespan, busy times,\n"
       "the loss breakdown (G, M, DIL, CIL, exposed communication), a trace. Or the textbook pipeline of\n"
       "explicit per-chunk costs: --chunks 4 --chunk-compute-ms 3 --chunk-comm-ms 2. See docs/simulator.md.");
-  add_op_options(sim, args->op);
+  add_op_options(sim, args->op, Dtypes::any_backend);
   sim->add_option("--ranks", args->ranks, "P, the number of ranks")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   sim->add_option("--schedule", args->schedule, "A schedule or preset")->check(schedule_validator())->capture_default_str();
   sim->add_option("--profile", args->profile,

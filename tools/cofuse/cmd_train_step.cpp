@@ -4,7 +4,10 @@
 // weight gradient computed beside its data gradient's communication. Reports step time,
 // tokens per second, the per-GEMM breakdown (time, exposed communication, schedule), how much of
 // the per-GEMM gain survived end to end, and each variant's gradients against serial's (exit 1
-// when a variant's differ by more than the tolerance).
+// when a variant's differ by more than the tolerance). The planner's GEMMs tune online
+// (AutoOperation): a variant first runs untimed steps until every one has settled, then its
+// warm-up, then the timed steps, so the timings are the tuned block's; the output says how many
+// steps tuning took.
 #include <mpi.h>
 
 #include <algorithm>
@@ -35,6 +38,7 @@ struct TrainArgs {
   std::vector<std::string> variants = {"serial", "auto", "auto+overlap"};
   bool sequence_parallel = false, no_bias = false;
   int steps = 5, warmup = 1;
+  int autotune_calls = -1;  // < 0: config::autotune_calls(); 0: the planner's choices are final
   double lr = 1e-3;
   uint64_t seed = 1;
 };
@@ -45,7 +49,8 @@ struct VariantResult {
   std::string name;
   Summary step_ms;
   std::vector<Summary> gemm_ms, exposed_ms;  // per GEMM, the slowest rank's, over steps
-  std::vector<std::string> schedules, ops;
+  std::vector<std::string> schedules, ops, decided_by;
+  int tuning_steps = 0;                       // untimed steps the auto GEMMs spent measuring
   double grad_error = 0;                      // against serial's gradients of the first step
   bool grad_ok = true;                        // grad_error within the tolerance (NaN is not)
   std::vector<std::vector<char>> grads;       // this rank's, after the first step
@@ -73,6 +78,7 @@ VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType 
   c.sequence_parallel = a.sequence_parallel;
   c.bias = !a.no_bias;
   c.profile = a.profile;
+  c.autotune_calls = a.autotune_calls;
   c.overlap_wgrad = variant == "auto+overlap" || variant == "serial+overlap";
   if (variant.rfind("serial", 0) == 0)
     for (auto& s : c.schedules) s = serial_schedule();
@@ -82,18 +88,29 @@ VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType 
   std::vector<char> y(x.size()), dx(x.size());
   std::vector<double> steps;
   std::vector<std::vector<double>> gemm(6), exposed(6);
-  for (int i = 0; i < a.warmup + a.steps; ++i) {
+  int done = 0;
+  auto step = [&] {
     detail::mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     const double start = steady_seconds();
     mlp.forward(x.data(), y.data());
     mlp.backward(dy.data(), dx.data());
-    if (i == 0)
+    if (done++ == 0)
       for (int p = 0; p < 4; ++p) r.grads.push_back(mlp.gradient(p));
     mlp.sgd_step(a.lr);
-    const double step = max_over_ranks(MPI_COMM_WORLD, steady_seconds() - start);
+    return max_over_ranks(MPI_COMM_WORLD, steady_seconds() - start);
+  };
+  // Tuning first: every GEMM runs once per step, so each auto GEMM settles within its tuning
+  // calls, on the same step on every rank. Those steps are neither warm-up nor timed: they run
+  // other schedules than the ones the variant ends with.
+  while (!mlp.settled()) {
+    step();
+    ++r.tuning_steps;
+  }
+  for (int i = 0; i < a.warmup + a.steps; ++i) {
+    const double seconds = step();
     const std::vector<GemmReport> rep = mlp.report();
     if (i < a.warmup) continue;
-    steps.push_back(step * 1e3);
+    steps.push_back(seconds * 1e3);
     for (int g = 0; g < 6; ++g) {
       gemm[std::size_t(g)].push_back(max_over_ranks(MPI_COMM_WORLD, rep[std::size_t(g)].seconds) * 1e3);
       exposed[std::size_t(g)].push_back(max_over_ranks(MPI_COMM_WORLD, rep[std::size_t(g)].exposed_s) * 1e3);
@@ -105,6 +122,7 @@ VariantResult run_variant(const TrainArgs& a, const std::string& variant, DType 
     r.exposed_ms.push_back(summarize(exposed[std::size_t(g)]));
     r.schedules.push_back(mlp.report()[std::size_t(g)].schedule);
     r.ops.push_back(mlp.report()[std::size_t(g)].op);
+    r.decided_by.push_back(mlp.report()[std::size_t(g)].decided_by);
   }
   return r;
 }
@@ -114,7 +132,8 @@ int train_step(const TrainArgs& a) {
   const DType dtype = *parse_dtype(a.dtype);
   agree_values(MPI_COMM_WORLD, "cofuse train-step",
                {{"hidden", a.hidden}, {"ffn", a.ffn}, {"tokens", a.tokens}, {"steps", a.steps}, {"warmup", a.warmup},
-                {"sequence_parallel", a.sequence_parallel}, {"variants", int64_t(a.variants.size())}});
+                {"sequence_parallel", a.sequence_parallel}, {"variants", int64_t(a.variants.size())},
+                {"autotune_calls", a.autotune_calls}});
   // This rank's input and output gradient: its token block of the whole random tensors.
   const int64_t rows = a.sequence_parallel ? a.tokens / size : a.tokens;
   if (a.sequence_parallel && a.tokens % size != 0)
@@ -153,7 +172,8 @@ int train_step(const TrainArgs& a) {
   std::ostringstream o;
   o << "cofuse train-step  MLP hidden=" << a.hidden << " ffn=" << a.ffn << " tokens=" << a.tokens << " " << a.dtype
     << (a.sequence_parallel ? " sequence-parallel" : "") << (a.no_bias ? "" : " bias") << " on " << size << " ranks; "
-    << a.steps << " steps after " << a.warmup << " warm-up, medians of the slowest rank\n  link: " << link << "\n\n";
+    << a.steps << " steps after " << a.warmup << " warm-up (and after the steps online tuning took, untimed),"
+    << " medians of the slowest rank\n  link: " << link << "\n\n";
   o << "  " << std::left << std::setw(16) << "variant" << std::right << std::setw(10) << "step ms" << std::setw(10) << "min"
     << std::setw(12) << "tokens/s" << std::setw(10) << "x serial" << std::setw(16) << "grad vs serial" << "\n";
   for (const VariantResult& r : results)
@@ -180,10 +200,17 @@ int train_step(const TrainArgs& a) {
   }
   for (const VariantResult& r : results) {
     if (r.name == "serial") continue;
-    o << "\n  " << r.name << " schedules:\n";
-    for (int g = 0; g < 6; ++g)
+    o << "\n  " << r.name << " schedules";
+    if (r.tuning_steps > 0) o << " (online tuning took " << r.tuning_steps << " untimed steps before the warm-up)";
+    o << ":\n";
+    for (int g = 0; g < 6; ++g) {
+      const std::string& by = r.decided_by[std::size_t(g)];
       o << "    " << std::left << std::setw(10) << kGemmNames[g] << std::setw(8) << r.ops[std::size_t(g)] << r.schedules[std::size_t(g)]
+        << (by.empty() || by == "given" ? "" : "  (" + std::string(by == "measurement" ? "measured online"
+                                                                   : by == "database" ? "from the tuning database"
+                                                                                      : "the model's choice, unmeasured") + ")")
         << "\n";
+    }
     if (serial) {
       // The gain the GEMMs made on their own, against what the whole step gained.
       double gemm_gain = 0;
@@ -202,6 +229,7 @@ int train_step(const TrainArgs& a) {
       nlohmann::ordered_json gemms = nlohmann::ordered_json::array();
       for (int g = 0; g < 6; ++g)
         gemms.push_back({{"gemm", kGemmNames[g]}, {"op", r.ops[std::size_t(g)]}, {"schedule", r.schedules[std::size_t(g)]},
+                         {"decided_by", r.decided_by[std::size_t(g)]},
                          {"ms", r.gemm_ms[std::size_t(g)].median}, {"exposed_ms", r.exposed_ms[std::size_t(g)].median}});
       const nlohmann::ordered_json record = {
           {"schema", "cofuse.train.record/1"},
@@ -212,6 +240,7 @@ int train_step(const TrainArgs& a) {
           {"ranks", size},
           {"link", link},
           {"steps", a.steps},
+          {"tuning_steps", r.tuning_steps},
           {"step_ms", {{"median", r.step_ms.median}, {"min", r.step_ms.min}, {"max", r.step_ms.max}}},
           {"tokens_per_s", a.tokens / (r.step_ms.median * 1e-3)},
           {"x_serial", serial ? serial->step_ms.median / r.step_ms.median : 0.0},
@@ -241,7 +270,8 @@ std::function<int()> add_train_step_command(CLI::App& app) {
   cmd->add_flag("--sequence-parallel", args->sequence_parallel, "Split the block's input and output along tokens");
   cmd->add_flag("--no-bias", args->no_bias, "Layers without bias");
   cmd->add_option("--variants", args->variants,
-                  "Comma-separated: serial (every GEMM unfused), auto (the planner's schedules), auto+overlap (and the\n"
+                  "Comma-separated: serial (every GEMM unfused), auto (the planner's schedules, tuned online),\n"
+                  "auto+overlap (and the\n"
                   "column layer's weight gradient beside its data gradient), serial+overlap")
       ->delimiter(',')->check(CLI::IsMember({"serial", "auto", "auto+overlap", "serial+overlap"}))->capture_default_str();
   cmd->add_option("--steps", args->steps, "Timed steps per variant")->check(CLI::PositiveNumber)->capture_default_str();
@@ -249,6 +279,11 @@ std::function<int()> add_train_step_command(CLI::App& app) {
   cmd->add_option("--lr", args->lr, "SGD learning rate")->capture_default_str();
   cmd->add_option("--profile", args->profile, "Machine profile the planner plans with (default $COFUSE_PROFILE, else " +
                                                        std::string(config::kProfile) + ")");
+  cmd->add_option("--autotune-calls", args->autotune_calls,
+                  "Calls each planned GEMM spends measuring the model's best schedules beside serial (one per step,\n"
+                  "untimed) before keeping one; 0 = off, the planner's choices are final (default\n"
+                  "$COFUSE_AUTOTUNE_CALLS, else " + std::to_string(config::kAutotuneCalls) + ")")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->seed, "Seed of the weights and data")->capture_default_str();
   cmd->add_option("--records", args->records, "Append one JSON record per variant (schema cofuse.train.record/1)");
   cmd->add_option("--link", args->link, "What the link between ranks is, kept in records (default: $COFUSE_LINK)");

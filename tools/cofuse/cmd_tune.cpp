@@ -11,6 +11,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "cofuse/backend.hpp"
+#include "cofuse/calibrate.hpp"
 #include "measure/bench_measure.hpp"
 #include "measure/bench_sweep.hpp"
 #include "cofuse/cofuse.hpp"
@@ -42,7 +44,8 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   agree_values(MPI_COMM_WORLD, "cofuse tune options",
                {{"cases", int64_t(cases.size())}, {"sweep digest", int64_t(std::hash<std::string>{}(digest.str()) >> 1)},
                 {"top", args.top}, {"iters", args.iters}, {"warmup", args.warmup}});
-  const MachineProfile profile = load_profile(config::profile(args.profile).value);
+  const PlanningProfile planning = planning_profile(MPI_COMM_WORLD, args.profile);
+  const MachineProfile& profile = planning.profile;
   std::vector<OpDesc> descs;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const OpDesc d = cases[i].desc(size);
@@ -55,6 +58,7 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   if (rank == 0 && !warning.empty()) std::cerr << warning << " (starting a new one)\n";
   PlannerOptions model;
   model.consult_tuning_db = false;
+  model.backend = Backend::cpu_mpi;  // tune measures on the CPU executor, whatever the profile describes
   PlannerCache planner_cache;  // a sweep may list a shape twice
   const uint64_t seed = agree_seed("");
   Progress progress(int(cases.size()), rank != 0 || args.quiet, "tune");

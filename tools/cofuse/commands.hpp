@@ -35,6 +35,9 @@ std::function<int()> add_profile_command(CLI::App& app);
 /// Adds `cofuse train-step` (initialises MPI when run).
 std::function<int()> add_train_step_command(CLI::App& app);
 
+/// Adds `cofuse calibrate` (initialises MPI when run).
+std::function<int()> add_calibrate_command(CLI::App& app);
+
 /// Adds `cofuse config` (no MPI needed): every setting, its value and where it came from.
 std::function<int()> add_config_command(CLI::App& app);
 

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   auto tune_command = cofuse::cli::add_tune_command(app);
   auto profile_command = cofuse::cli::add_profile_command(app);
   auto train_step_command = cofuse::cli::add_train_step_command(app);
+  auto calibrate_command = cofuse::cli::add_calibrate_command(app);
   auto config_command = cofuse::cli::add_config_command(app);
 
   try {
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("tune")) return tune_command();
   if (app.got_subcommand("profile")) return profile_command();
   if (app.got_subcommand("train-step")) return train_step_command();
+  if (app.got_subcommand("calibrate")) return calibrate_command();
   if (app.got_subcommand("config")) return config_command();
   std::cout << app.help();
   return 0;

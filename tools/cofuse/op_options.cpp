@@ -1,17 +1,43 @@
 #include "op_options.hpp"
 
 #include <charconv>
+#include <string>
+#include <vector>
+
+#include "cofuse/backend.hpp"
 
 namespace cofuse::cli {
 
-void add_op_options(CLI::App* app, OpArgs& args) {
+namespace {
+
+// The dtypes `which` accepts, asked of can_run with the serial schedule of a one-rank op.
+std::vector<std::string> dtype_names(Dtypes which) {
+  std::vector<std::string> names;
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    OpDesc probe;
+    probe.m = probe.n = probe.k = probe.ranks = 1;
+    probe.dtype = t;
+    const Status st = which == Dtypes::cpu_executor ? can_run(Backend::cpu_mpi, probe, serial_schedule())
+                                                    : can_run_anywhere(probe, serial_schedule());
+    if (st.ok()) names.push_back(to_string(t));
+  }
+  return names;
+}
+
+}  // namespace
+
+void add_op_options(CLI::App* app, OpArgs& args, Dtypes dtypes) {
+  const std::vector<std::string> names = dtype_names(dtypes);
+  std::string help;
+  for (const std::string& n : names) help += (help.empty() ? "" : " | ") + n;
+  if (dtypes == Dtypes::any_backend) help += " (bf16, f16: the profile's 16-bit rate, on GPU profiles)";
   app->add_option("--op", args.op, "ag_gemm | gemm_rs | gemm_ar")
       ->check(CLI::IsMember({"ag_gemm", "gemm_rs", "gemm_ar"}))
       ->capture_default_str();
   app->add_option("--m", args.m, "Global M: rows of op(A) and C")->check(CLI::PositiveNumber)->capture_default_str();
   app->add_option("--n", args.n, "Global N: columns of op(B) and C")->check(CLI::PositiveNumber)->capture_default_str();
   app->add_option("--k", args.k, "Global K: the contraction size")->check(CLI::PositiveNumber)->capture_default_str();
-  app->add_option("--dtype", args.dtype, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  app->add_option("--dtype", args.dtype, help)->check(CLI::IsMember(names))->capture_default_str();
   app->add_flag("--trans-a", args.trans_a, "A is stored transposed (op(A) = A^T)");
   app->add_flag("--trans-b", args.trans_b, "B is stored transposed (op(B) = B^T)");
   app->add_option("--axis", args.axis,

@@ -35,8 +35,13 @@ void add_list_options(CLI::App* app, ListArgs& args, const std::string& m_note =
 /// Error(invalid_argument) naming the option for a malformed size list.
 measure::SweepSpec sweep_of(const ListArgs& args);
 
+/// Which dtypes --dtype accepts: those the CPU executor runs (a command that runs the op:
+/// run), or every dtype some backend runs (a command that predicts any machine, GPUs included:
+/// plan, sim). Both lists are can_run's answer (cofuse/backend.hpp), not written here.
+enum class Dtypes { cpu_executor, any_backend };
+
 /// Registers --op --m --n --k --dtype --trans-a --trans-b --axis on a subcommand.
-void add_op_options(CLI::App* app, OpArgs& args);
+void add_op_options(CLI::App* app, OpArgs& args, Dtypes dtypes = Dtypes::cpu_executor);
 
 /// The description for `ranks` ranks (not yet validated: OpDesc::validate() says what is wrong).
 OpDesc make_desc(const OpArgs& args, int ranks);

@@ -17,8 +17,13 @@ namespace cofuse {
 namespace {
 
 std::string name_of(const Schedule& s) {
-  for (const Preset& p : presets())
+  Schedule on_cpu = s;  // a preset driven by a GPU engine is named after it: "shard,engine=sm"
+  const bool gpu_engine = s.driver == CommDriver::ce || s.driver == CommDriver::sm;
+  if (gpu_engine) on_cpu.driver = CommDriver::thread;
+  for (const Preset& p : presets()) {
     if (p.schedule == s) return p.name;
+    if (gpu_engine && p.schedule == on_cpu) return p.name + ",engine=" + to_string(s.driver);
+  }
   return s.to_string();
 }
 
@@ -38,7 +43,8 @@ std::string percent(double fraction) {
 // content) and the options.
 std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOptions& o, const std::string& db) {
   std::ostringstream key;
-  key << d.to_string() << "|" << to_json(p) << "|" << o.margin << "|" << o.sim.tile_rows << "|" << o.sim.poll_us << "|" << db;
+  key << d.to_string() << "|" << to_json(p) << "|" << to_string(planning_backend(p, o)) << "|" << o.margin << "|"
+      << o.sim.tile_rows << "|" << o.sim.poll_us << "|" << db;
   // A database that `cofuse tune` rewrote is a new question.
   std::error_code ec;
   if (!db.empty()) key << "@" << std::filesystem::last_write_time(db, ec).time_since_epoch().count();
@@ -46,18 +52,39 @@ std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOpt
   return key.str();
 }
 
-std::string explain(const OpDesc& d, const PlanChoice& c, const PlannerOptions& o) {
+// A backend in words, for explanations.
+std::string described(Backend b) {
+  switch (b) {
+    case Backend::cpu_mpi: return "the CPU executor (cpu_mpi)";
+    case Backend::cuda_local: return "the CUDA backend on one GPU (cuda_local)";
+    case Backend::cuda_nccl: return "the CUDA backend over NCCL (cuda_nccl)";
+  }
+  return to_string(b);
+}
+
+// serial_refused: can_run(c.backend, d, serial)'s answer when it is not ok (the backend does not
+// run the op at all: a 16-bit dtype on the CPU executor, say), else empty.
+std::string explain(const OpDesc& d, const MachineProfile& p, const PlanChoice& c, const PlannerOptions& o,
+                    const std::string& serial_refused) {
   const PlanCandidate& best = c.candidates.front();
   const SimLosses& l = best.losses;
   std::ostringstream why;
   why << "On " << c.profile << (c.profile_validated ? " (a measured profile)" : " (datasheet numbers, not validated)")
-      << ", the unfused baseline for " << d.to_string() << " is predicted at " << ms(c.serial_s) << ": GEMM "
-      << ms(l.gemm_alone_s) << " then the collective " << ms(l.comm_alone_s) << ". ";
+      << " for " << described(c.backend) << ", the unfused baseline for " << d.to_string() << " is predicted at "
+      << ms(c.serial_s) << ": GEMM " << ms(l.gemm_alone_s) << ", " << gemm_rate_basis(p, d.dtype)
+      << ", then the collective " << ms(l.comm_alone_s) << ". ";
   if (c.candidates.size() == 1) {
-    why << "The CPU executor the planner plans for runs no overlapped schedule of " << to_string(d.dtype)
-        << " (it runs f32 and f64), so serial it is.";
+    if (!serial_refused.empty())
+      why << "But " << described(c.backend) << " does not run this op at all (" << serial_refused
+          << "): serial is only the baseline's prediction, not a schedule to run there.";
+    else
+      why << "No overlapped schedule of this op runs on " << described(c.backend)
+          << " (can_run refuses them all), so serial it is.";
     return why.str();
   }
+  if (!serial_refused.empty())
+    why << "Serial itself does not run on " << described(c.backend) << " (" << serial_refused
+        << "): it is the baseline's prediction only. ";
   if (best.schedule.overlap == Overlap::none) {
     why << "No overlapped schedule is predicted to be faster at all, so serial it is.";
     return why.str();
@@ -79,6 +106,34 @@ std::string explain(const OpDesc& d, const PlanChoice& c, const PlannerOptions& 
 
 }  // namespace
 
+Backend planning_backend(const MachineProfile& profile, const PlannerOptions& options) {
+  return options.backend.value_or(profile.backend);
+}
+
+std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend, const std::vector<int>& chunk_counts) {
+  std::vector<Schedule> out = {serial_schedule()};
+  // The design space's grid is enumerate_schedules' (CPU engines). Asked for f32, which every
+  // backend runs, it holds every combination of overlap, chunks, split, data and algo whose
+  // pieces a library can move (no backend reduces strided pieces); a GPU backend runs the
+  // unfused ones with its own engine driving communication (fusion=fused is a CPU technique).
+  OpDesc grid = desc;
+  if (backend != Backend::cpu_mpi) grid.dtype = DType::f32;
+  for (const Schedule& s : enumerate_schedules(grid, chunk_counts)) {
+    if (s == serial_schedule()) continue;
+    if (backend == Backend::cpu_mpi) {
+      out.push_back(s);  // enumerate_schedules kept what can_run(cpu_mpi, desc, ...) accepts
+      continue;
+    }
+    if (s.fusion == Fusion::fused) continue;
+    for (CommDriver engine : {CommDriver::ce, CommDriver::sm}) {
+      Schedule g = s;
+      g.driver = engine;
+      if (can_run(backend, desc, g).ok()) out.push_back(g);
+    }
+  }
+  return out;
+}
+
 PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, const PlannerOptions& options,
                            PlannerCache* cache) {
   throw_if_error(desc.validate());
@@ -91,15 +146,10 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   PlanChoice c;
   c.profile = profile.name;
   c.profile_validated = profile.validated;
-  std::vector<Schedule> schedules = enumerate_schedules(desc, options.chunk_counts);
-  if (std::find(schedules.begin(), schedules.end(), serial_schedule()) == schedules.end())
-    schedules.insert(schedules.begin(), serial_schedule());
+  c.backend = planning_backend(profile, options);
   // Every candidate's losses compare against the serial baseline: simulated once, here.
   const SimResult serial = simulate(desc, serial_schedule(), profile, options.sim);
-  for (const Schedule& s : schedules) {
-    // The planner plans for the CPU executor; serial stays a candidate whatever the dtype (the
-    // baseline every backend runs), so a bf16 or f16 question gets an answer, not an empty list.
-    if (s != serial_schedule() && !can_run(Backend::cpu_mpi, desc, s).ok()) continue;
+  for (const Schedule& s : candidate_schedules(desc, c.backend, options.chunk_counts)) {
     const SimResult r = simulate(desc, s, profile, options.sim, serial);
     const Plan& plan = r.plans.front();
     c.candidates.push_back({s, name_of(s), r.makespan_s, r.losses,
@@ -124,10 +174,13 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   c.schedule = worth_it ? best.schedule : serial_schedule();
   c.name = name_of(c.schedule);
   c.predicted_s = worth_it ? best.predicted_s : c.serial_s;
-  c.why = explain(desc, c, options);
+  const Status serial_runs = can_run(c.backend, desc, serial_schedule());
+  c.why = explain(desc, profile, c, options, serial_runs.ok() ? std::string() : serial_runs.message());
   if (!db_path.empty()) {
     const TuningDb db = TuningDb::load(db_path, &c.warning);
-    if (const auto entry = db.lookup(desc, profile.name)) {
+    const auto entry = db.lookup(desc, profile.name);
+    // A winner measured on another backend (cofuse tune runs the CPU executor) is not an answer here.
+    if (entry && can_run(c.backend, desc, entry->schedule).ok()) {
       double predicted = 0;
       for (const PlanCandidate& k : c.candidates)
         if (k.schedule == entry->schedule) predicted = k.predicted_s;
@@ -136,7 +189,7 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
       c.predicted_s = predicted;
       c.measured = true;
       std::ostringstream why;
-      why << "Measured on this machine: cofuse tune (" << entry->measured_at << ", cofuse " << entry->revision << ") ran "
+      why << "Measured on this machine: " << entry->measured_by << " (" << entry->measured_at << ", cofuse " << entry->revision << ") ran "
           << entry->op << " " << entry->m << "x" << entry->n << "x" << entry->k
           << (entry->m == desc.m && entry->n == desc.n && entry->k == desc.k ? "" : " (the nearest tuned shape)") << " and "
           << c.name << " took " << std::fixed << std::setprecision(3) << entry->winner_ms << " ms against serial "
@@ -200,13 +253,21 @@ HeuristicChoice seed_heuristic_schedule(const OpDesc& d, const MachineProfile& p
   }
   s1.driver = s1.fusion == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
   s1.algo = Algo::ring;
-  if (!can_run(Backend::cpu_mpi, d, s1).ok()) {
+  const Backend backend = planning_backend(profile);
+  if (backend != Backend::cpu_mpi) {
+    // The seed's engines are CPU threads; a GPU backend drives communication with its own
+    // engine, and fusion=fused is a CPU technique there.
+    if (s1.fusion == Fusion::fused) why << " (fused is a CPU technique: unfused on " << to_string(backend) << ")";
+    s1.fusion = Fusion::unfused;
+    s1.driver = CommDriver::sm;
+  }
+  if (s1.split == Split::d2 && !can_run(backend, d, s1).ok()) {
     // The rules name combinations the op cannot take (a 2d split where rows are not cut, say):
     // fall back to the nearest one that it can.
     s1.split = Split::d1;
     why << " (2d does not suit " << to_string(d.op) << ": 1d)";
   }
-  if (!can_run(Backend::cpu_mpi, d, s1).ok()) {
+  if (!can_run(backend, d, s1).ok()) {
     s1 = serial_schedule();
     why << " (no valid combination: serial)";
   }

@@ -1,5 +1,8 @@
 #include "cofuse/tuning.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +33,8 @@ json to_json(const TuningEntry& e) {
           {"trans_a", e.trans_a}, {"trans_b", e.trans_b}, {"m_bucket", e.m_bucket}, {"n_bucket", e.n_bucket},
           {"k_bucket", e.k_bucket}, {"schedule", e.schedule.to_string()},
           {"provenance", {{"m", e.m}, {"n", e.n}, {"k", e.k}, {"measured_at", e.measured_at}, {"revision", e.revision},
-                          {"winner_ms", e.winner_ms}, {"serial_ms", e.serial_ms}, {"candidates", e.candidates}}}};
+                          {"winner_ms", e.winner_ms}, {"serial_ms", e.serial_ms}, {"candidates", e.candidates},
+                          {"measured_by", e.measured_by}}}};
 }
 
 TuningEntry from_json(const json& j) {
@@ -58,6 +62,7 @@ TuningEntry from_json(const json& j) {
   e.winner_ms = p.value("winner_ms", 0.0);
   e.serial_ms = p.value("serial_ms", 0.0);
   e.candidates = p.value("candidates", "");
+  e.measured_by = p.value("measured_by", "cofuse tune");  // older files: only cofuse tune wrote them
   return e;
 }
 
@@ -128,17 +133,32 @@ void TuningDb::save(const std::string& path) const {
   json entries = json::array();
   for (const TuningEntry& e : entries_) entries.push_back(to_json(e));
   const json doc = {{"schema", kSchema},
-                    {"comment", "schedules measured to win by cofuse tune; the planner consults them before its model"},
+                    {"comment", "schedules measured to win (cofuse tune, online tuning); the planner consults them before its model"},
                     {"entries", entries}};
-  const std::string partial = path + ".partial";
+  // A temporary of this process (ranks of one job, or two jobs, may save the same file at once).
+  static std::atomic<unsigned> serial{0};
+  const std::string partial = path + ".partial." + std::to_string(::getpid()) + "." + std::to_string(serial++);
   {
     std::ofstream out(partial);
     out << doc.dump(2) << "\n";
-    if (!out) throw Error(ErrorCode::io, "cannot write " + partial);
+    out.close();
+    if (!out) {
+      std::remove(partial.c_str());
+      throw Error(ErrorCode::io, "cannot write " + partial);
+    }
   }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) throw Error(ErrorCode::io, "cannot rename " + partial + " to " + path);
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw Error(ErrorCode::io, "cannot rename " + partial + " to " + path);
+  }
 }
 
 std::string default_tuning_db() { return config::tuning_db().value; }
+
+std::string auto_tuning_db(const std::string& given) {
+  if (!given.empty()) return given;
+  if (std::string db = config::tuning_db().value; !db.empty()) return db;
+  return config::cache_dir().value + "/tuning.json";
+}
 
 }  // namespace cofuse

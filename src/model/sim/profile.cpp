@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -94,6 +95,24 @@ json collective_json(const CollectiveModel& c) {
   return j;
 }
 
+// The backends a profile may name, by their to_string() names.
+constexpr Backend kBackends[] = {Backend::cpu_mpi, Backend::cuda_local, Backend::cuda_nccl};
+
+// The peak gemm_seconds() scales a dtype's GEMMs by: its field and its factor over
+// peak_gflops_f32 (bf16 and f16 without a 16-bit rate run "as f32").
+struct DtypeRate {
+  const char* field;
+  double scale;
+  bool as_f32;  // a 16-bit dtype on a profile with no 16-bit rate
+};
+
+DtypeRate dtype_rate(const ComputeModel& c, DType dtype) {
+  if (dtype == DType::f64) return {"compute.peak_gflops_f64", c.peak_gflops_f64 / c.peak_gflops_f32, false};
+  const bool half = dtype == DType::bf16 || dtype == DType::f16;
+  if (half && c.peak_gflops_16 > 0) return {"compute.peak_gflops_16", c.peak_gflops_16 / c.peak_gflops_f32, false};
+  return {"compute.peak_gflops_f32", 1.0, half};
+}
+
 std::filesystem::path source_profiles() { return COFUSE_SOURCE_PROFILES_DIR; }
 std::filesystem::path installed_profiles() { return COFUSE_INSTALL_PROFILES_DIR; }
 
@@ -142,6 +161,12 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
     top.text("description", p.description);
     top.text("note", p.note);
     top.boolean("validated", p.validated);
+    std::string backend = to_string(p.backend);
+    top.text("backend", backend);
+    const auto named = std::find_if(std::begin(kBackends), std::end(kBackends),
+                                    [&](Backend b) { return backend == to_string(b); });
+    if (named == std::end(kBackends)) bad(origin, "backend '" + backend + "' is not cpu_mpi, cuda_nccl or cuda_local");
+    p.backend = *named;
     top.number("task_overhead_s", p.task_overhead_s);
     if (const json* c = top.child("compute")) {
       Fields f(*c, origin, "compute");
@@ -214,6 +239,7 @@ std::string to_json(const MachineProfile& p) {
   json doc = {{"schema", "cofuse.profile/1"}, {"name", p.name}, {"description", p.description}};
   if (!p.note.empty()) doc["note"] = p.note;
   doc["validated"] = p.validated;
+  doc["backend"] = to_string(p.backend);
   doc["task_overhead_s"] = p.task_overhead_s;
   doc["compute"] = {{"peak_gflops_f32", p.compute.peak_gflops_f32}, {"peak_gflops_f64", p.compute.peak_gflops_f64},
                     {"peak_gflops_16", p.compute.peak_gflops_16},
@@ -271,10 +297,7 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
   const ComputeModel& c = p.compute;
   if (m <= 0 || n <= 0 || k <= 0) return c.launch_s;  // an empty GEMM costs only its call
   const double flops = 2.0 * double(m) * double(n) * double(k);
-  const bool half = dtype == DType::bf16 || dtype == DType::f16;
-  const double dtype_scale = dtype == DType::f64          ? c.peak_gflops_f64 / c.peak_gflops_f32
-                             : half && c.peak_gflops_16 > 0 ? c.peak_gflops_16 / c.peak_gflops_f32
-                                                           : 1.0;
+  const double dtype_scale = dtype_rate(c, dtype).scale;
   double gflops = 0;
   if (!c.measured.empty()) {
     // The nearest measured shape in log space: GEMM efficiency varies with the logarithm of a size.
@@ -304,6 +327,36 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
   const double memory_s = bytes / (c.memory_GBps * 1e9);
   // Measured rates were timed as whole calls, so they already include the call's cost.
   return (c.measured.empty() ? c.launch_s : 0.0) + std::max(compute_s, memory_s);
+}
+
+std::string gemm_rate_basis(const MachineProfile& p, DType dtype) {
+  const ComputeModel& c = p.compute;
+  const DtypeRate r = dtype_rate(c, dtype);
+  // "datasheet", "measured", "estimate (unconfirmed)": a source's kind, not its whole text.
+  auto kind = [&](const std::string& field) {
+    const auto it = p.sources.find(field);
+    if (it == p.sources.end()) return std::string();
+    return it->second.substr(0, it->second.find(':'));
+  };
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << to_string(dtype) << " at ";
+  if (r.as_f32) o << "the f32 rate, ";
+  if (c.measured.empty()) {
+    const double gflops = c.peak_gflops_f32 * r.scale;
+    if (gflops >= 1000) o << gflops / 1000 << " TFLOP/s";
+    else o << gflops << " GFLOP/s";
+    o << " peak per rank";
+  } else {
+    o << "the nearest measured shape's " << (r.scale == 1 ? "rate" : "f32 rate");
+    if (r.scale != 1) o << std::setprecision(3) << " x " << r.scale;
+  }
+  const std::string field = c.measured.empty() || r.scale != 1 ? r.field : "compute.measured";
+  const std::string why = kind(r.as_f32 ? "compute.peak_gflops_16" : field);
+  if (r.as_f32) o << ": the profile has no 16-bit rate (compute.peak_gflops_16 = 0";
+  else o << " (" << field;
+  if (!why.empty()) o << ": " << why;
+  o << ")";
+  return o.str();
 }
 
 }  // namespace cofuse

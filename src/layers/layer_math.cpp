@@ -1,4 +1,4 @@
-#include "cpu/layers/layer_math.hpp"
+#include "layers/layer_math.hpp"
 
 #include <cmath>
 

@@ -1,16 +1,21 @@
 // Column- and row-parallel linear layers: which op serves which GEMM (the table in layers.hpp),
-// the shapes each op is given, and the local GEMMs, bias and bias gradient between them.
+// the shapes each op is given, and the local GEMMs, bias and bias gradient between them. A GEMM
+// whose schedule is not given is an AutoOperation: it tunes on the layer's own calls.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
+#include "cofuse/auto_operation.hpp"
+#include "cofuse/calibrate.hpp"
 #include "cofuse/config.hpp"
 #include "cofuse/layers.hpp"
 #include "cofuse/planner.hpp"
-#include "cofuse/profile.hpp"
 #include "core/exec_model/times.hpp"
+#include "cpu/comm/comm_state.hpp"
+#include "cpu/comm/failure.hpp"
 #include "cpu/compute/gemm.hpp"
-#include "cpu/layers/layer_math.hpp"
+#include "layers/layer_math.hpp"
 
 namespace cofuse {
 
@@ -34,22 +39,40 @@ PlannerCache& shared_planner_cache() {
   return cache;
 }
 
+// One GEMM that communicates: an Operation when its schedule is given, else an AutoOperation.
+struct LayerOp {
+  std::unique_ptr<Operation> fixed;
+  std::unique_ptr<AutoOperation> tuned;
+
+  RunStats execute(const OpBuffers& buffers) { return fixed ? fixed->execute(buffers) : tuned->execute(buffers); }
+  // What the next call runs.
+  const Schedule& schedule() const { return fixed ? fixed->schedule() : tuned->schedule(); }
+  std::string decided_by() const { return fixed ? "given" : to_string(tuned->settled_by()); }
+  bool settled() const { return fixed || tuned->settled(); }
+};
+
 // What both layer kinds share: the configuration, checked alike on every rank; the planner's
 // profile; the reports; timing a call.
 struct LayerBase {
   LinearConfig cfg;
   MPI_Comm comm;
+  const char* name;
   int rank = 0, ranks = 1;
   std::size_t elem = 4;
   std::vector<GemmReport> reports;
-  std::optional<MachineProfile> profile;
+  std::optional<PlanningProfile> planning;
+  std::vector<std::pair<LayerGemm, const LayerOp*>> ops;  // for settled() and explain()
 
-  LayerBase(const LinearConfig& c, MPI_Comm m, const char* name, bool column) : cfg(c), comm(m) {
+  LayerBase(const LinearConfig& c, MPI_Comm m, const char* layer, bool column) : cfg(c), comm(m), name(layer) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &ranks);
+    // Whether a GEMM is given decides which collectives its construction makes (an auto one
+    // plans and may calibrate), so the ranks must agree on it before anything is built.
     agree_values(comm, name, {{"tokens", c.tokens}, {"in_features", c.in_features}, {"out_features", c.out_features},
                               {"dtype", int64_t(c.dtype)}, {"sequence_parallel", c.sequence_parallel}, {"bias", c.bias},
-                              {"keep_gathered_input", c.keep_gathered_input}, {"overlap_wgrad", c.overlap_wgrad}});
+                              {"keep_gathered_input", c.keep_gathered_input}, {"overlap_wgrad", c.overlap_wgrad},
+                              {"fprop given", c.fprop.has_value()}, {"dgrad given", c.dgrad.has_value()},
+                              {"wgrad given", c.wgrad.has_value()}});
     const std::string who = std::string(name) + ": ";
     if (c.tokens < 1 || c.in_features < 1 || c.out_features < 1)
       throw Error(ErrorCode::invalid_argument, who + "tokens, in_features and out_features must be >= 1");
@@ -63,26 +86,62 @@ struct LayerBase {
       throw Error(ErrorCode::invalid_argument, who + "tokens=" + std::to_string(c.tokens) + " is not divisible by " +
                                                    std::to_string(ranks) + " ranks (sequence parallelism splits them)");
     elem = dtype_size(c.dtype);
-    reports = {{LayerGemm::fprop, "local", "", 0, 0}, {LayerGemm::dgrad, "local", "", 0, 0}, {LayerGemm::wgrad, "local", "", 0, 0}};
+    reports = {{LayerGemm::fprop, "local", "", 0, 0, ""}, {LayerGemm::dgrad, "local", "", 0, 0, ""},
+               {LayerGemm::wgrad, "local", "", 0, 0, ""}};
   }
 
   const std::optional<Schedule>& given(LayerGemm g) const {
     return g == LayerGemm::fprop ? cfg.fprop : g == LayerGemm::dgrad ? cfg.dgrad : cfg.wgrad;
   }
 
-  // The Operation for one GEMM: its given schedule, or the planner's choice.
-  std::unique_ptr<Operation> make(LayerGemm g, const OpDesc& d) {
-    Schedule s;
+  // One GEMM's operation: its given schedule, or auto (planned on the layer's profile, resolved
+  // once, then tuned on the layer's calls).
+  void make(LayerOp& op, LayerGemm g, const OpDesc& d) {
     if (given(g)) {
-      s = *given(g);
+      op.fixed = std::make_unique<Operation>(d, comm, *given(g), cfg.exec);
     } else {
-      if (!profile) profile = load_profile(config::profile(cfg.profile).value);
-      s = choose_schedule(d, *profile, {}, cfg.planner_cache ? cfg.planner_cache : &shared_planner_cache()).schedule;
+      if (!planning) {
+        // Agreed, so a rank that cannot read a named profile fails every rank instead of
+        // leaving them in the AutoOperation's first collective.
+        detail::run_collectively(
+            detail::comm_state(comm).comm, [&] { planning = planning_profile(comm, cfg.profile); },
+            [&](int failed) { return std::string(name) + ": rank " + std::to_string(failed) + " could not resolve the profile"; });
+      }
+      AutoOptions o;
+      o.tune_calls = cfg.autotune_calls;
+      o.tuning_db = cfg.tuning_db;
+      o.who = std::string(name) + " " + to_string(g);
+      o.exec = cfg.exec;
+      o.planner_cache = cfg.planner_cache ? cfg.planner_cache : &shared_planner_cache();
+      op.tuned = std::make_unique<AutoOperation>(d, comm, *planning, o);
     }
     GemmReport& r = reports[static_cast<std::size_t>(g)];
     r.op = to_string(d.op);
-    r.schedule = s.to_string();
-    return std::make_unique<Operation>(d, comm, s, cfg.exec);
+    r.schedule = op.schedule().to_string();
+    r.decided_by = op.decided_by();
+    ops.emplace_back(g, &op);
+  }
+
+  // One call of a GEMM's operation, timed; the report names the schedule that ran.
+  RunStats run(LayerGemm g, LayerOp& op, const OpBuffers& buffers) {
+    GemmReport& r = reports[static_cast<std::size_t>(g)];
+    r.schedule = op.schedule().to_string();
+    const RunStats stats = op.execute(buffers);
+    r.decided_by = op.decided_by();
+    return stats;
+  }
+
+  bool settled() const {
+    return std::all_of(ops.begin(), ops.end(), [](const auto& o) { return o.second->settled(); });
+  }
+
+  std::string explain() const {
+    std::string text;
+    for (const auto& [g, op] : ops)
+      if (op->tuned)
+        text += std::string(text.empty() ? "" : "\n") + name + " " + to_string(g) + " (" +
+                to_string(op->tuned->desc().op) + "): " + op->tuned->explain();
+    return text;
   }
 
   template <typename F>
@@ -115,7 +174,7 @@ OpDesc op_desc(OpKind op, Axis axis, int64_t m, int64_t n, int64_t k, DType t, b
 
 struct ColumnParallelLinear::Impl : LayerBase {
   int64_t t, in, out_r, t_local;
-  std::unique_ptr<Operation> fprop, dgrad;
+  LayerOp fprop, dgrad;
   std::vector<char> gathered;  // SP: the gathered input [T, in]
   const void* x = nullptr;
   const void* w = nullptr;
@@ -127,11 +186,11 @@ struct ColumnParallelLinear::Impl : LayerBase {
     t_local = c.sequence_parallel ? t / ranks : t;
     const DType d = c.dtype;
     if (c.sequence_parallel) {
-      fprop = make(LayerGemm::fprop, op_desc(OpKind::ag_gemm, Axis::m, t, c.out_features, in, d, false, true, ranks));
-      dgrad = make(LayerGemm::dgrad, op_desc(OpKind::gemm_rs, Axis::m, t, in, c.out_features, d, false, false, ranks));
+      make(fprop, LayerGemm::fprop, op_desc(OpKind::ag_gemm, Axis::m, t, c.out_features, in, d, false, true, ranks));
+      make(dgrad, LayerGemm::dgrad, op_desc(OpKind::gemm_rs, Axis::m, t, in, c.out_features, d, false, false, ranks));
       gathered.resize(std::size_t(t * in) * elem);
     } else {
-      dgrad = make(LayerGemm::dgrad, op_desc(OpKind::gemm_ar, Axis::none, t, in, c.out_features, d, false, false, ranks));
+      make(dgrad, LayerGemm::dgrad, op_desc(OpKind::gemm_ar, Axis::none, t, in, c.out_features, d, false, false, ranks));
     }
   }
 
@@ -141,7 +200,7 @@ struct ColumnParallelLinear::Impl : LayerBase {
     timed(LayerGemm::fprop, [&] {
       if (!cfg.sequence_parallel) return local(t, out_r, in, x, in, false, w, in, true, y, out_r);
       OpBuffers buf{x, w, y, cfg.keep_gathered_input ? gathered.data() : nullptr};
-      return fprop->execute(buf);
+      return run(LayerGemm::fprop, fprop, buf);
     });
     if (b) detail::add_bias(cfg.dtype, y, t, out_r, b);
   }
@@ -161,7 +220,7 @@ struct ColumnParallelLinear::Impl : LayerBase {
   void backward(const void* dy, void* dx, void* dw, void* db) {
     const void* xf = full_input();
     auto wgrad = [&] { timed(LayerGemm::wgrad, [&] { return local(out_r, in, t, dy, out_r, true, xf, in, false, dw, in); }); };
-    auto data_grad = [&] { timed(LayerGemm::dgrad, [&] { return dgrad->execute({dy, w, dx, nullptr}); }); };
+    auto data_grad = [&] { timed(LayerGemm::dgrad, [&] { return run(LayerGemm::dgrad, dgrad, {dy, w, dx, nullptr}); }); };
     if (cfg.overlap_wgrad) {
       std::thread second(wgrad);
       try {
@@ -186,12 +245,14 @@ void ColumnParallelLinear::forward(const void* x, const void* w, const void* b, 
 void ColumnParallelLinear::backward(const void* dy, void* dx, void* dw, void* db) { impl_->backward(dy, dx, dw, db); }
 const LinearConfig& ColumnParallelLinear::config() const { return impl_->cfg; }
 const std::vector<GemmReport>& ColumnParallelLinear::report() const { return impl_->reports; }
+bool ColumnParallelLinear::settled() const { return impl_->settled(); }
+std::string ColumnParallelLinear::explain() const { return impl_->explain(); }
 
 // ---------------------------------------------------------------- row-parallel
 
 struct RowParallelLinear::Impl : LayerBase {
   int64_t t, in_r, out, t_local;
-  std::unique_ptr<Operation> fprop, dgrad;
+  LayerOp fprop, dgrad;
   std::vector<char> gathered;  // SP: the gathered output gradient [T, out]
   const void* x = nullptr;
   const void* w = nullptr;
@@ -203,18 +264,18 @@ struct RowParallelLinear::Impl : LayerBase {
     t_local = c.sequence_parallel ? t / ranks : t;
     const DType d = c.dtype;
     if (c.sequence_parallel) {
-      fprop = make(LayerGemm::fprop, op_desc(OpKind::gemm_rs, Axis::m, t, out, c.in_features, d, false, true, ranks));
-      dgrad = make(LayerGemm::dgrad, op_desc(OpKind::ag_gemm, Axis::m, t, c.in_features, out, d, false, false, ranks));
+      make(fprop, LayerGemm::fprop, op_desc(OpKind::gemm_rs, Axis::m, t, out, c.in_features, d, false, true, ranks));
+      make(dgrad, LayerGemm::dgrad, op_desc(OpKind::ag_gemm, Axis::m, t, c.in_features, out, d, false, false, ranks));
       gathered.resize(std::size_t(t * out) * elem);
     } else {
-      fprop = make(LayerGemm::fprop, op_desc(OpKind::gemm_ar, Axis::none, t, out, c.in_features, d, false, true, ranks));
+      make(fprop, LayerGemm::fprop, op_desc(OpKind::gemm_ar, Axis::none, t, out, c.in_features, d, false, true, ranks));
     }
   }
 
   void forward(const void* x_in, const void* w_in, const void* b, void* y) {
     x = x_in;
     w = w_in;
-    timed(LayerGemm::fprop, [&] { return fprop->execute({x, w, y, nullptr}); });
+    timed(LayerGemm::fprop, [&] { return run(LayerGemm::fprop, fprop, {x, w, y, nullptr}); });
     if (b) detail::add_bias(cfg.dtype, y, t_local, out, b);  // once, after the reduction
   }
 
@@ -223,7 +284,7 @@ struct RowParallelLinear::Impl : LayerBase {
     timed(LayerGemm::dgrad, [&] {
       if (!cfg.sequence_parallel) return local(t, in_r, out, dy, out, false, w, in_r, false, dx, in_r);
       dy_full = gathered.data();
-      return dgrad->execute({dy, w, dx, gathered.data()});
+      return run(LayerGemm::dgrad, dgrad, {dy, w, dx, gathered.data()});
     });
     timed(LayerGemm::wgrad, [&] { return local(out, in_r, t, dy_full, out, true, x, in_r, false, dw, in_r); });
     if (db) detail::column_sums(cfg.dtype, dy_full, t, out, db);  // the whole dY: the same on every rank
@@ -237,5 +298,7 @@ void RowParallelLinear::forward(const void* x, const void* w, const void* b, voi
 void RowParallelLinear::backward(const void* dy, void* dx, void* dw, void* db) { impl_->backward(dy, dx, dw, db); }
 const LinearConfig& RowParallelLinear::config() const { return impl_->cfg; }
 const std::vector<GemmReport>& RowParallelLinear::report() const { return impl_->reports; }
+bool RowParallelLinear::settled() const { return impl_->settled(); }
+std::string RowParallelLinear::explain() const { return impl_->explain(); }
 
 }  // namespace cofuse

@@ -3,7 +3,7 @@
 
 #include "cofuse/layers.hpp"
 #include "cofuse/random.hpp"
-#include "cpu/layers/layer_math.hpp"
+#include "layers/layer_math.hpp"
 
 namespace cofuse {
 
@@ -45,6 +45,8 @@ LinearConfig linear(const MlpConfig& c, bool column) {
   l.wgrad = c.schedules[first + 2];
   l.profile = c.profile;
   l.planner_cache = c.planner_cache;
+  l.autotune_calls = c.autotune_calls;
+  l.tuning_db = c.tuning_db;
   l.exec = c.exec;
   return l;
 }
@@ -105,6 +107,11 @@ std::vector<GemmReport> MlpBlock::report() const {
   std::vector<GemmReport> r = impl_->column.report();
   for (const GemmReport& g : impl_->row.report()) r.push_back(g);
   return r;
+}
+bool MlpBlock::settled() const { return impl_->column.settled() && impl_->row.settled(); }
+std::string MlpBlock::explain() const {
+  const std::string column = impl_->column.explain(), row = impl_->row.explain();
+  return column + (column.empty() || row.empty() ? "" : "\n") + row;
 }
 
 }  // namespace cofuse

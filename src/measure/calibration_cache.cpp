@@ -1,0 +1,172 @@
+#include "measure/calibration_cache.hpp"
+
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cofuse/build_info.hpp"
+#include "cofuse/status.hpp"
+
+namespace cofuse::measure {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Seconds since the epoch of an ISO 8601 UTC time as utc_now() writes it; nullopt otherwise.
+std::optional<double> epoch_seconds(const std::string& iso) {
+  std::tm tm{};
+  std::istringstream in(iso);
+  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
+  if (in.fail()) return std::nullopt;
+  return double(timegm(&tm));
+}
+
+std::string percent(double fraction) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(0) << fraction * 100 << "%";
+  return o.str();
+}
+
+}  // namespace
+
+std::string text_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::ostringstream o;
+  o << std::hex << std::setw(16) << std::setfill('0') << h;
+  return o.str();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string calibration_text(const Calibration& c, int ranks) {
+  const BuildInfo info = build_info();
+  const json out = {{"schema", kCalibrationSchema},
+                    {"signature", c.signature},
+                    {"ranks", ranks},
+                    {"check_GBps", c.cached_check_GBps},
+                    {"measured_at", c.measured_at},
+                    {"measure_s", c.measure_s},
+                    {"cofuse", info.version + " (git " + info.git_revision + ")"},
+                    {"profile", json::parse(to_json(c.profile))}};
+  return out.dump(2) + "\n";
+}
+
+bool check_agrees(double check_GBps, double kept_GBps, double tolerance) {
+  // As a ratio either way: a link twice as fast and one twice as slow are equally another link.
+  if (kept_GBps <= 0) return true;
+  if (check_GBps <= 0) return false;
+  return std::max(check_GBps / kept_GBps, kept_GBps / check_GBps) - 1 <= tolerance;
+}
+
+JudgedCalibration judge_calibration(const std::string& text, const std::string& path, const std::string& signature,
+                                    double check_GBps, double tolerance) {
+  JudgedCalibration out;
+  if (text.empty()) {
+    out.problem = "none kept";
+    return out;
+  }
+  Calibration c;
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object() || j.value("schema", "") != kCalibrationSchema) {
+      out.problem = "foreign (" + path + " is not a " + kCalibrationSchema + " file)";
+      return out;
+    }
+    c.signature = j.at("signature").get<std::string>();
+    c.cached_check_GBps = j.at("check_GBps").get<double>();
+    c.measured_at = j.at("measured_at").get<std::string>();
+    c.measure_s = j.at("measure_s").get<double>();
+    c.profile = parse_profile(j.at("profile").dump(), path);
+    throw_if_error(c.profile.validate());
+  } catch (const std::exception& e) {
+    out.problem = "corrupt (" + path + ": " + e.what() + ")";
+    return out;
+  }
+  if (c.signature != signature) {
+    out.problem = "foreign (" + path + " was measured for " + c.signature + ", this job is " + signature + ")";
+    return out;
+  }
+  const std::optional<double> measured = epoch_seconds(c.measured_at);
+  const double age_days = measured ? (double(std::time(nullptr)) - *measured) / 86400 : 1e9;
+  if (!measured || age_days > kCalibrationMaxAgeDays || age_days < -1) {
+    out.problem = "stale (" + path + " was measured at '" + c.measured_at + "', more than " +
+                  std::to_string(int(kCalibrationMaxAgeDays)) + " days ago or at no valid time)";
+    return out;
+  }
+  if (!check_agrees(check_GBps, c.cached_check_GBps, tolerance)) {
+    std::ostringstream why;
+    why << std::setprecision(3) << "stale (the quick check gives " << check_GBps << " GB/s, the file's was "
+        << c.cached_check_GBps << " GB/s: more than " << percent(tolerance) << " apart, another link)";
+    out.problem = why.str();
+    return out;
+  }
+  c.from_cache = true;
+  c.check_GBps = check_GBps;
+  c.cache_file = path;
+  out.calibration = std::move(c);
+  return out;
+}
+
+std::string compute_table_text(const ComputeResult& r, const std::string& key) {
+  json grid = json::array();
+  for (const GemmPoint& p : r.grid) grid.push_back({p.m, p.n, p.k, p.gflops});
+  const json out = {{"schema", kComputeTableSchema}, {"key", key},           {"grid", grid},
+                    {"dgemm_n", r.dgemm_n},          {"dgemm_gflops", r.dgemm_gflops}, {"copy_mib", r.copy_mib},
+                    {"copy_GBps", r.copy_GBps},      {"blas_call_s", r.blas_call_s},   {"passes", r.passes},
+                    {"max_flops", r.max_flops}};
+  return out.dump(1) + "\n";
+}
+
+std::optional<ComputeResult> parse_compute_table(const std::string& text, const std::string& key, std::string* problem) {
+  if (text.empty()) {
+    *problem = "none kept";
+    return std::nullopt;
+  }
+  try {
+    const json j = json::parse(text);
+    if (!j.is_object() || j.value("schema", "") != kComputeTableSchema) {
+      *problem = std::string("foreign (not a ") + kComputeTableSchema + " file)";
+      return std::nullopt;
+    }
+    if (j.at("key").get<std::string>() != key) {
+      *problem = "foreign (measured for " + j.at("key").get<std::string>() + ")";
+      return std::nullopt;
+    }
+    ComputeResult r;
+    for (const json& p : j.at("grid")) {
+      const GemmPoint g{p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>(), p.at(3).get<double>()};
+      if (g.m < 1 || g.n < 1 || g.k < 1 || !(g.gflops > 0) || !std::isfinite(g.gflops))
+        throw Error(ErrorCode::invalid_argument, "a GEMM rate that is not positive");
+      r.grid.push_back(g);
+    }
+    r.dgemm_n = j.at("dgemm_n").get<int>();
+    r.dgemm_gflops = j.at("dgemm_gflops").get<double>();
+    r.copy_mib = j.at("copy_mib").get<int>();
+    r.copy_GBps = j.at("copy_GBps").get<double>();
+    r.blas_call_s = j.at("blas_call_s").get<double>();
+    r.passes = j.at("passes").get<int>();
+    r.max_flops = j.at("max_flops").get<double>();
+    if (r.grid.empty() || !(r.dgemm_gflops > 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
+      throw Error(ErrorCode::invalid_argument, "empty table or a rate that is not positive");
+    return r;
+  } catch (const std::exception& e) {
+    *problem = std::string("corrupt (") + e.what() + ")";
+    return std::nullopt;
+  }
+}
+
+}  // namespace cofuse::measure

@@ -1,0 +1,50 @@
+// The files calibration keeps (include/cofuse/calibrate.hpp): what a calibration and a compute
+// table look like on disk, and how a file is judged before it is trusted. No MPI: calibrate.cpp
+// decides with the other ranks what to do with what these functions read.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cofuse/calibrate.hpp"
+#include "measure/profile_measure.hpp"
+
+namespace cofuse::measure {
+
+inline constexpr const char* kCalibrationSchema = "cofuse.calibration/1";
+inline constexpr const char* kComputeTableSchema = "cofuse.compute-table/1";
+/// A calibration older than this is measured again: machines change (a BIOS setting, a driver,
+/// a new BLAS) without their names changing.
+inline constexpr double kCalibrationMaxAgeDays = 30;
+
+/// A short stable name of a text (FNV-1a, 64 bits, 16 hex digits): file names of signatures.
+std::string text_hash(const std::string& text);
+
+/// A file's whole text, or "" when it is missing or unreadable.
+std::string read_text(const std::string& path);
+
+/// The text a calibration is kept as (schema kCalibrationSchema): the signature, the quick
+/// check, when and how long, the profile.
+std::string calibration_text(const Calibration& c, int ranks);
+
+/// A calibration file judged: the calibration when it can be trusted for `signature` (its
+/// from_cache, check and timing fields as kept), else nullopt and why, in words: "corrupt
+/// (...)", "foreign (...)" or "stale (...)". check_GBps: this process's quick check, which may
+/// differ from the file's by `tolerance` (a fraction).
+struct JudgedCalibration {
+  std::optional<Calibration> calibration;
+  std::string problem;
+};
+JudgedCalibration judge_calibration(const std::string& text, const std::string& path, const std::string& signature,
+                                    double check_GBps, double tolerance);
+
+/// Whether a quick check of check_GBps agrees with the file's: the larger over the smaller is at
+/// most 1 + tolerance. A file kept without a link (one rank, 0) agrees with anything.
+bool check_agrees(double check_GBps, double kept_GBps, double tolerance);
+
+/// The compute table's text (schema kComputeTableSchema) under `key` (CPU, BLAS, threads, ranks
+/// per host), and back: nullopt and why for a file that is corrupt or made for another key.
+std::string compute_table_text(const ComputeResult& r, const std::string& key);
+std::optional<ComputeResult> parse_compute_table(const std::string& text, const std::string& key, std::string* problem);
+
+}  // namespace cofuse::measure

@@ -1,0 +1,360 @@
+// Online tuning (AutoOperation, include/cofuse/auto_operation.hpp) at every rank count the suite
+// runs: every call during tuning is checked against the independent reference; every rank ends
+// on one schedule, holding the same medians, even with a rank slowed during tuning or with
+// ranks that read different tuning databases; tuning off settles at once on the planner's
+// choice; a winner written to the database settles the next AutoOperation at once.
+//
+// The suite runs with COFUSE_AUTOTUNE_CALLS=0 (tests/CMakeLists.txt), so every test here that
+// tunes passes tune_calls itself, and every one writes only to a temporary database.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "cofuse/auto_operation.hpp"
+#include "cofuse/cofuse.hpp"
+#include "measure/op_data.hpp"
+#include "mpi_test_util.hpp"
+
+namespace cofuse {
+namespace {
+
+// A directory every rank names alike (made by rank 0), removed when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string path;
+    if (test::world_rank() == 0) {
+      char name[] = "/tmp/cofuse-auto-XXXXXX";
+      if (mkdtemp(name)) path = name;
+    }
+    int length = static_cast<int>(path.size());
+    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    path.resize(static_cast<std::size_t>(length));
+    MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    path_ = path;
+  }
+  ~TempDir() {
+    MPI_Barrier(MPI_COMM_WORLD);  // nobody reads it any more
+    std::error_code ec;
+    if (test::world_rank() == 0 && !path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+constexpr const char* kProfile = "this-host-shm";  // a shipped profile: no calibration in these tests
+
+OpDesc desc_of(OpKind op, Axis axis, DType dtype, int64_t m, int64_t n, int64_t k) {
+  OpDesc d;
+  d.op = op;
+  d.axis = axis;
+  d.dtype = dtype;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.ranks = test::world_size();
+  return d;
+}
+
+AutoOptions tuning(const std::string& db, int calls) {
+  AutoOptions o;
+  o.profile = kProfile;
+  o.tune_calls = calls;
+  o.tuning_db = db;
+  o.who = "test";
+  return o;
+}
+
+// A double's exact text, to compare numbers across ranks.
+std::string exact(double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%a", v);
+  return text;
+}
+
+// What every rank must hold alike once settled: the schedule, how, and every median.
+std::string verdict(const AutoOperation& op) {
+  std::ostringstream o;
+  o << op.schedule().to_string() << " by " << to_string(op.settled_by()) << " after " << op.calls() << " calls:";
+  for (const TunedCandidate& c : op.candidates()) o << " " << c.name << "=" << exact(c.median_s) << "/" << c.calls;
+  return o.str();
+}
+
+void expect_same_on_every_rank(const std::string& mine, const std::string& what) {
+  for (const std::string& other : test::allgather_strings(mine)) EXPECT_EQ(other, mine) << what;
+}
+
+// Runs `calls` calls of op on fresh poisoned outputs and workspace, each checked against the
+// reference: whichever candidate a call runs, its result must be right.
+void run_checked(AutoOperation& op, measure::Inputs& in, const Reference& reference, int calls,
+                 const std::function<void(const AutoOperation&)>& before = {}) {
+  for (int i = 0; i < calls; ++i) {
+    in.poison_outputs();
+    op.operation().poison_workspace();
+    const std::string running = op.schedule().to_string();
+    if (before) before(op);
+    op.execute(in.buffers());
+    const CheckResult check = reference.check(in.c.data(), in.gathered.data(), MPI_COMM_WORLD);
+    EXPECT_TRUE(check.passed()) << "call " << i << " ran " << running << ": error " << check.rel_error << " > tolerance "
+                                << check.tolerance << " (worst rank " << check.worst_rank << ")";
+  }
+}
+
+struct OpCase {
+  OpKind op;
+  Axis axis;
+  DType dtype;
+};
+
+TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
+  const int p = test::world_size();
+  const OpCase cases[] = {{OpKind::ag_gemm, Axis::m, DType::f32}, {OpKind::ag_gemm, Axis::k, DType::f64},
+                          {OpKind::gemm_rs, Axis::m, DType::f32}, {OpKind::gemm_rs, Axis::n, DType::f64},
+                          {OpKind::gemm_ar, Axis::none, DType::f32}};
+  TempDir dir;
+  int n = 0;
+  for (const OpCase& c : cases) {
+    const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, 4 * p);
+    const uint64_t seed = test::run_seed() + 7919 * uint64_t(++n);
+    SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
+    const int calls = 8;
+    AutoOperation op(d, MPI_COMM_WORLD, tuning(dir.path() + "/tuning.json", calls));
+    measure::Inputs in(d, seed, test::world_rank());
+    const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+    if (op.settled()) {
+      // Only a model with nothing overlapped to offer settles without measuring here.
+      EXPECT_EQ(op.settled_by(), SettledBy::model) << op.explain();
+      run_checked(op, in, reference, 2);
+      continue;
+    }
+    ASSERT_GE(op.candidates().size(), 2u);
+    EXPECT_EQ(op.candidates().front().schedule, serial_schedule());
+    // The calls run the candidates in turn: call i runs candidate i % n.
+    std::vector<std::string> ran;
+    run_checked(op, in, reference, calls, [&](const AutoOperation& a) { ran.push_back(a.schedule().to_string()); });
+    for (int i = 0; i < calls; ++i)
+      EXPECT_EQ(ran[std::size_t(i)], op.candidates()[std::size_t(i) % op.candidates().size()].schedule.to_string()) << "call " << i;
+    EXPECT_TRUE(op.settled()) << op.explain();
+    EXPECT_EQ(op.settled_by(), SettledBy::measurement);
+    EXPECT_EQ(op.calls(), calls);
+    int measured = 0;
+    for (const TunedCandidate& t : op.candidates()) {
+      EXPECT_GT(t.median_s, 0) << t.name;
+      measured += t.calls;
+    }
+    EXPECT_EQ(measured, calls);
+    expect_same_on_every_rank(verdict(op), "the settled verdict");
+    // Settled: the winner from now on, still right.
+    const Schedule winner = op.schedule();
+    run_checked(op, in, reference, 2);
+    EXPECT_EQ(op.schedule(), winner);
+    EXPECT_NE(op.explain().find("Measured over 8 calls"), std::string::npos) << op.explain();
+  }
+}
+
+// A rank slower than the others during tuning: the last rank sleeps before every call of one
+// overlapped candidate. The test sleeps outside that rank's own timing window (before
+// execute()), which puts the delay inside every OTHER rank's window: they wait for its data in
+// the same call. So the slow rank measures that candidate as fast and the others as slow; each
+// rank alone would pick differently, and the slowest-rank medians must still give one choice
+// (the one a step that waits for its slowest rank actually pays for).
+TEST(AutoOperation, ARankSlowedDuringTuningStillEndsInOneAgreedChoice) {
+  const int p = test::world_size(), rank = test::world_rank();
+  if (p < 2) GTEST_SKIP() << "needs a second rank to be slower than";
+  TempDir dir;
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 8 * p, 8 * p);
+  AutoOptions o = tuning(dir.path() + "/tuning.json", 8);
+  AutoOperation op(d, MPI_COMM_WORLD, o);
+  if (op.settled()) GTEST_SKIP() << "the model offers nothing to measure: " << op.explain();
+  ASSERT_GE(op.candidates().size(), 2u);
+  const Schedule slowed = op.candidates()[1].schedule;
+  constexpr double kSleep = 0.030;
+  measure::Inputs in(d, test::run_seed() + 31, rank);
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+  run_checked(op, in, reference, 8, [&](const AutoOperation& a) {
+    if (rank == p - 1 && a.schedule() == slowed) std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
+  });
+  ASSERT_TRUE(op.settled());
+  expect_same_on_every_rank(verdict(op), "the verdict with a slowed rank");
+  EXPECT_NE(op.schedule(), slowed) << op.explain();
+  EXPECT_GE(op.candidates()[1].median_s, 0.6 * kSleep) << "the slowest rank's median includes the wait: " << op.explain();
+}
+
+// Two different overlapped schedules the CPU backend runs for d.
+std::pair<Schedule, Schedule> two_overlapped(const OpDesc& d) {
+  std::vector<Schedule> overlapped;
+  for (const Schedule& s : enumerate_schedules(d))
+    if (s.overlap != Overlap::none) overlapped.push_back(s);
+  if (overlapped.size() < 2) return {serial_schedule(), serial_schedule()};
+  return {overlapped.front(), overlapped.back()};
+}
+
+void write_entry(const std::string& path, const OpDesc& d, const Schedule& s, const std::string& by) {
+  TuningDb db;
+  TuningEntry e = TuningDb::key_of(d, kProfile);
+  e.schedule = s;
+  e.m = d.m;
+  e.n = d.n;
+  e.k = d.k;
+  e.measured_at = "2026-01-01T00:00:00Z";
+  e.revision = "test";
+  e.winner_ms = 1;
+  e.serial_ms = 2;
+  e.measured_by = by;
+  db.put(e);
+  db.save(path);
+}
+
+TEST(AutoOperation, RanksWithDifferentTuningDatabasesTakeRankZerosAnswer) {
+  const int rank = test::world_rank();
+  TempDir dir;
+  const int p = test::world_size();
+  const OpDesc d = desc_of(OpKind::ag_gemm, Axis::m, DType::f32, 8 * p, 4 * p, 8 * p);
+  const auto [mine0, others] = two_overlapped(d);
+  if (mine0 == serial_schedule()) GTEST_SKIP() << "fewer than two overlapped schedules at this rank count";
+  const std::string db = dir.path() + "/rank" + std::to_string(rank) + ".json";
+  measure::Inputs in(d, test::run_seed() + 47, rank);
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+
+  // Every rank's database names a winner, rank 0's another one than the rest.
+  write_entry(db, d, rank == 0 ? mine0 : others, "online tuning in rank " + std::to_string(rank));
+  {
+    AutoOperation op(d, MPI_COMM_WORLD, tuning(db, 8));
+    EXPECT_TRUE(op.settled());
+    EXPECT_EQ(op.settled_by(), SettledBy::database);
+    EXPECT_TRUE(op.model_choice().measured);
+    EXPECT_EQ(op.schedule(), mine0) << op.explain();
+    EXPECT_NE(op.model_choice().why.find("Measured on this machine: online tuning in rank 0"), std::string::npos)
+        << op.model_choice().why;
+    run_checked(op, in, reference, 1);
+  }
+  // Rank 0's database is empty, the others' are not: every rank tunes, and settles alike.
+  if (rank == 0) std::filesystem::remove(db);
+  MPI_Barrier(MPI_COMM_WORLD);
+  AutoOperation op(d, MPI_COMM_WORLD, tuning(db, 6));
+  EXPECT_FALSE(op.model_choice().measured);
+  if (!op.settled()) {
+    run_checked(op, in, reference, 6);
+    EXPECT_EQ(op.settled_by(), SettledBy::measurement);
+  }
+  expect_same_on_every_rank(verdict(op), "the verdict with different databases");
+  // Only rank 0 records; the others' files are as they were.
+  const TuningDb after = TuningDb::load(db);
+  const std::optional<TuningEntry> entry = after.lookup(d, kProfile);
+  if (rank == 0 && op.settled_by() == SettledBy::measurement) {
+    ASSERT_TRUE(entry.has_value());
+    EXPECT_EQ(entry->schedule, op.schedule());
+    EXPECT_EQ(entry->measured_by, "online tuning in test");
+  } else if (rank != 0) {
+    ASSERT_TRUE(entry.has_value());
+    EXPECT_EQ(entry->schedule, others);
+    EXPECT_EQ(entry->measured_by, "online tuning in rank " + std::to_string(rank));
+  }
+}
+
+TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
+  TempDir dir;
+  const int p = test::world_size();
+  const OpDesc d = desc_of(OpKind::gemm_ar, Axis::none, DType::f64, 4 * p, 6 * p, 8 * p);
+  const std::string db = dir.path() + "/tuning.json";
+  AutoOperation op(d, MPI_COMM_WORLD, tuning(db, 0));
+  EXPECT_TRUE(op.settled());
+  EXPECT_EQ(op.settled_by(), SettledBy::model);
+  EXPECT_EQ(op.tune_calls(), 0);
+  EXPECT_TRUE(op.candidates().empty());
+  PlannerOptions planner;
+  planner.tuning_db = db;
+  EXPECT_EQ(op.schedule(), choose_schedule(d, load_profile(kProfile), planner).schedule);
+  EXPECT_EQ(op.model_choice().schedule, op.schedule());
+  EXPECT_NE(op.explain().find("Online tuning is off"), std::string::npos) << op.explain();
+  measure::Inputs in(d, test::run_seed() + 53, test::world_rank());
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+  run_checked(op, in, reference, 2);
+  EXPECT_EQ(op.calls(), 2);
+  EXPECT_FALSE(std::filesystem::exists(db)) << "nothing measured, nothing recorded";
+
+  // tune_calls < 0 takes $COFUSE_AUTOTUNE_CALLS (0 in this suite's environment).
+  AutoOptions from_config = tuning(db, -1);
+  AutoOperation configured(d, MPI_COMM_WORLD, from_config);
+  EXPECT_EQ(configured.settled(), config::autotune_calls().value == 0);
+}
+
+TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
+  TempDir dir;
+  const int p = test::world_size();
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, 4 * p);
+  const std::string db = dir.path() + "/cache/tuning.json";  // a directory that does not exist yet
+  measure::Inputs in(d, test::run_seed() + 59, test::world_rank());
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+
+  // record = false: measured and settled, but nothing written.
+  {
+    AutoOptions o = tuning(db, 4);
+    o.record = false;
+    AutoOperation quiet(d, MPI_COMM_WORLD, o);
+    if (quiet.settled()) GTEST_SKIP() << "the model offers nothing to measure: " << quiet.explain();
+    run_checked(quiet, in, reference, 4);
+    EXPECT_TRUE(quiet.settled());
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_FALSE(std::filesystem::exists(db));
+  }
+  PlannerCache cache;  // the next question is answered anew: the database changed under the cache
+  AutoOptions o = tuning(db, 4);
+  o.planner_cache = &cache;
+  AutoOperation first(d, MPI_COMM_WORLD, o);
+  run_checked(first, in, reference, 4);
+  ASSERT_EQ(first.settled_by(), SettledBy::measurement);
+  EXPECT_EQ(first.warning(), "");
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0 wrote the database before its call returned
+  const std::optional<TuningEntry> entry = TuningDb::load(db).lookup(d, kProfile);
+  ASSERT_TRUE(entry.has_value());
+  EXPECT_EQ(entry->schedule, first.schedule());
+  EXPECT_EQ(entry->measured_by, "online tuning in test");
+  EXPECT_EQ(entry->m, d.m);
+  EXPECT_NE(entry->candidates.find("serial="), std::string::npos) << entry->candidates;
+
+  AutoOperation next(d, MPI_COMM_WORLD, o);
+  EXPECT_TRUE(next.settled());
+  EXPECT_EQ(next.settled_by(), SettledBy::database);
+  EXPECT_TRUE(next.model_choice().measured);
+  EXPECT_EQ(next.schedule(), first.schedule());
+  EXPECT_EQ(next.calls(), 0);
+  EXPECT_NE(next.model_choice().why.find("online tuning in test"), std::string::npos) << next.model_choice().why;
+  run_checked(next, in, reference, 1);
+}
+
+// Who measured an entry: written and read back; a file from before the field (only cofuse
+// tune wrote them) reads as cofuse tune's. No MPI in it: every rank checks its own file.
+TEST(TuningDb, AnEntrySaysWhichToolMeasuredIt) {
+  TempDir dir;
+  const std::string path = dir.path() + "/rank" + std::to_string(test::world_rank()) + ".json";
+  const OpDesc d = desc_of(OpKind::gemm_ar, Axis::none, DType::f32, 64, 64, 64 * test::world_size());
+  write_entry(path, d, serial_schedule(), "online tuning in a layer");
+  ASSERT_TRUE(TuningDb::load(path).lookup(d, kProfile).has_value());
+  EXPECT_EQ(TuningDb::load(path).lookup(d, kProfile)->measured_by, "online tuning in a layer");
+  {
+    std::ofstream old(path);
+    old << R"({"schema": "cofuse.tuning/1", "entries": [{"machine": "this-host-shm", "ranks": )" << d.ranks
+        << R"(, "op": "gemm_ar", "dtype": "f32", "axis": "none", "trans_a": false, "trans_b": false, "m_bucket": 6,
+              "n_bucket": 6, "k_bucket": )" << TuningDb::key_of(d, kProfile).k_bucket
+        << R"(, "schedule": "serial", "provenance": {"m": 64, "n": 64, "k": 64, "measured_at": "then",
+              "revision": "old", "winner_ms": 1, "serial_ms": 1, "candidates": "serial=1"}}]})";
+  }
+  std::string warning;
+  const std::optional<TuningEntry> e = TuningDb::load(path, &warning).lookup(d, kProfile);
+  EXPECT_EQ(warning, "");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->measured_by, "cofuse tune");
+}
+
+}  // namespace
+}  // namespace cofuse
