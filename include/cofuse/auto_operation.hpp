@@ -18,8 +18,9 @@
 //
 // It settles at once, measuring nothing, when the planner's answer came from the tuning
 // database (PlanChoice::measured), when tuning is off (tune_calls = 0), or when the model has no
-// overlapped schedule to offer. Ranks whose databases or profiles differ still agree: the
-// planner's answer and the tuning settings are rank 0's.
+// overlapped schedule to offer. Ranks whose databases or profile files differ still agree: the
+// planner's answer and the tuning settings are rank 0's. (Ranks that disagree on whether to
+// calibrate at all, one naming a profile, fail alike: planning_profile agrees on it first.)
 //
 // Every function here is COLLECTIVE over the communicator, like Operation (ops.hpp).
 #pragma once
@@ -46,8 +47,8 @@ struct AutoOptions {
   /// named per machine and link, keeps one machine's winners from another's.
   std::string profile;
   /// Calls spent measuring before settling. < 0: config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS,
-  /// else 12: three calls of each of four candidates; each candidate's first call is its warm-up
-  /// and not counted, so the median is of the other two). 0: off, the planner's choice is final.
+  /// else config::kAutotuneCalls = 24: six calls of each of four candidates; each candidate's
+  /// first call is its warm-up and not counted, so the median is of the other five). 0: off, the planner's choice is final.
   /// Fewer calls than candidates measure only the first ones (serial first), so every candidate
   /// measured has at least one call.
   int tune_calls = -1;
@@ -124,8 +125,10 @@ class AutoOperation {
   /// Collective: runs schedule() on buffers, as Operation::execute (every result correct,
   /// whichever candidate runs). While tuning it records this call's total_s for its candidate;
   /// the tune_calls-th call then settles (one allreduce of the medians, and rank 0 writes the
-  /// database). A call that throws records nothing and does not count: the next call runs the
-  /// same candidate again. Throws what Operation::execute throws.
+  /// database). A call that fails on every rank alike (an AgreedError: bad buffers, a workspace
+  /// that does not fit) counts but records nothing, so a candidate that always fails drops out
+  /// of the race; any other failure records nothing and does not count. Throws what
+  /// Operation::execute throws.
   RunStats execute(const OpBuffers& buffers);
 
   /// Whether the schedule is final.
@@ -172,6 +175,8 @@ class AutoOperation {
   PlanningProfile planning_;
   PlanChoice choice_;
   std::string db_path_, who_, warning_;
+  double deadline_s_ = -1;  // the calls' (ExecSettings::deadline_s), for its own collectives
+  detail::CommState* state_ = nullptr;  // the communicator's state (its watchdog), owned there
   bool record_ = true;
   double noise_guard_ = 0.03;
   int tune_calls_ = 0;

@@ -72,7 +72,7 @@ struct LinearConfig {
   /// initialisation written before it existed still means what it did.
   PlannerCache* planner_cache = nullptr;
   /// Calls an auto GEMM spends measuring before it keeps the fastest (AutoOptions::tune_calls):
-  /// < 0 = config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else 12); 0 = off, the planner's
+  /// < 0 = config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else config::kAutotuneCalls); 0 = off, the planner's
   /// choice is final. Each GEMM is called once per forward or backward, so tuning takes that
   /// many training steps. Appended last, like planner_cache.
   int autotune_calls = -1;

@@ -101,11 +101,9 @@ struct LayerBase {
       op.fixed = std::make_unique<Operation>(d, comm, *given(g), cfg.exec);
     } else {
       if (!planning) {
-        // Agreed, so a rank that cannot read a named profile fails every rank instead of
-        // leaving them in the AutoOperation's first collective.
-        detail::run_collectively(
-            detail::comm_state(comm).comm, [&] { planning = planning_profile(comm, cfg.profile); },
-            [&](int failed) { return std::string(name) + ": rank " + std::to_string(failed) + " could not resolve the profile"; });
+        CalibrateOptions calibrate;
+        calibrate.deadline_s = cfg.exec.deadline_s;
+        planning = planning_profile(comm, cfg.profile, calibrate);  // collective, agreed inside
       }
       AutoOptions o;
       o.tune_calls = cfg.autotune_calls;

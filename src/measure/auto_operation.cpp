@@ -14,6 +14,7 @@
 #include "cofuse/config.hpp"
 #include "cofuse/tuning.hpp"
 #include "cpu/comm/comm_state.hpp"
+#include "cpu/exec/call_deadline.hpp"
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/text.hpp"
@@ -88,6 +89,11 @@ void AutoOperation::start(MPI_Comm user, const PlanningProfile* planning, const 
   const int rank = state.rank;
   who_ = options.who.empty() ? "AutoOperation" : options.who;
   const std::string what = "AutoOperation (" + desc_.to_string() + ")";
+  deadline_s_ = options.exec.deadline_s;
+  state_ = &state;
+  // Its own collectives (the agreements, rank 0's answer) end the job at the deadline too.
+  const detail::CallDeadline deadline(state, deadline_s_, what + ", planning",
+                                      [] { return std::string("a peer, agreeing on the plan"); });
   auto elsewhere = [&](int failed) { return what + ": rank " + std::to_string(failed) + " could not plan it"; };
 
   // Each rank's own reading of its settings and environment first, agreed, so that a rank that
@@ -105,9 +111,15 @@ void AutoOperation::start(MPI_Comm user, const PlanningProfile* planning, const 
     tune_calls = options.tune_calls < 0 ? config::autotune_calls().value : options.tune_calls;
     db_path_ = auto_tuning_db(options.tuning_db);
   }, elsewhere);
-  // The profile: collective when it is a calibration of this communicator.
-  if (planning) planning_ = *planning;
-  else detail::run_collectively(comm_, [&] { planning_ = planning_profile(user, options.profile, options.calibrate); }, elsewhere);
+  // The profile (collective, agreed inside; a calibration takes the call's deadline unless
+  // given its own).
+  if (planning) {
+    planning_ = *planning;
+  } else {
+    CalibrateOptions calibrate = options.calibrate;
+    if (calibrate.deadline_s < 0) calibrate.deadline_s = options.exec.deadline_s;
+    planning_ = planning_profile(user, options.profile, calibrate);
+  }
   PlannerOptions planner = options.planner;
   planner.tuning_db = db_path_;
   // Every candidate runs as an Operation, on the CPU executor, whatever backend the profile
@@ -168,7 +180,19 @@ const Operation& AutoOperation::operation() const { return *ops_[current_]; }
 
 RunStats AutoOperation::execute(const OpBuffers& buffers) {
   if (!settled() && calls_ >= tune_calls_) settle();  // a settling that threw: again, before anything else
-  const RunStats stats = ops_[current_]->execute(buffers);
+  RunStats stats;
+  try {
+    stats = ops_[current_]->execute(buffers);
+  } catch (const detail::AgreedError&) {
+    // Every rank threw it at this call, so all move on alike: the call counts, its candidate gets
+    // no sample. A candidate that fails every call (its workspace does not fit, say) is thus
+    // left out of the race instead of being retried forever.
+    if (!settled()) {
+      ++calls_;
+      if (calls_ < tune_calls_) current_ = static_cast<std::size_t>(calls_) % ops_.size();
+    }
+    throw;
+  }
   ++calls_;
   if (settled()) return stats;
   samples_[current_].push_back(stats.total_s);
@@ -179,6 +203,8 @@ RunStats AutoOperation::execute(const OpBuffers& buffers) {
 }
 
 void AutoOperation::settle() {
+  const detail::CallDeadline deadline(*state_, deadline_s_, "AutoOperation (" + desc_.to_string() + "), settling",
+                                      [] { return std::string("a peer, agreeing on the fastest candidate"); });
   // Each rank's median per candidate, then the slowest rank's: the numbers every rank then holds
   // are identical, so every rank picks the same winner without another message. (A slow rank
   // makes the others wait inside the same calls, so the slowest rank's time is the one a
@@ -197,7 +223,7 @@ void AutoOperation::settle() {
   }
   detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX, comm_),
                     "MPI_Allreduce");
-  // Candidates without a call (none, as built) are not in the race; serial (0) always has one.
+  // Candidates without a counted call (every one of theirs failed) are not in the race.
   std::size_t winner = 0;
   for (std::size_t i = 1; i < n; ++i)
     if (candidates_[i].calls > 0 && medians[i] < medians[winner]) winner = i;

@@ -19,6 +19,8 @@
 #include "cofuse/ops.hpp"
 #include "cofuse/simulate.hpp"
 #include "cpu/comm/comm_state.hpp"
+#include "cpu/comm/failure.hpp"
+#include "cpu/exec/call_deadline.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/bench_record.hpp"
 #include "measure/calibration_cache.hpp"
@@ -107,6 +109,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Whether `mine` holds on every rank (one small allreduce): decisions that lead into different
+// collectives are taken from this, never from one rank's own view.
+bool all_agree(MPI_Comm comm, bool mine) {
+  int in = mine ? 1 : 0, out = 0;
+  detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  return out == 1;
+}
+
 bool threads_allowed() {
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
@@ -131,7 +141,7 @@ std::string Calibration::summary() const {
                            : ", measured now")
       << ": GEMM " << fixed(low, 1) << " to " << fixed(peak, 1) << " GFLOP/s per rank over "
       << p.compute.measured.size() << " piece shapes";
-  if (p.network.bandwidth_GBps < 1e3) {
+  if (p.sources.count("network") == 0) {  // one rank: the link is a placeholder, nothing measured
     const NetworkModel& n = p.network;
     o << "; link " << n.topology << ", latency " << fixed(n.alpha_s * 1e6, 1) << " us, " << gbps(n.bandwidth_GBps)
       << (n.topology == "shared" ? " shared by all traffic" : " per rank each way") << "; busbw all-gather "
@@ -146,47 +156,57 @@ std::string Calibration::summary() const {
 
 Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  // A dead or stalled peer must end the job, not hang it in a measurement (as in any call).
-  const DeadlineGuard deadline(user_comm, options.deadline_s, "calibration at first use");
-  const MPI_Comm comm = detail::comm_state(user_comm).comm;
+  detail::CommState& state = detail::comm_state(user_comm);
+  // A dead or stalled peer must end the job, not hang it in a measurement (as in any call);
+  // inside a caller's DeadlineGuard the guard's deadline holds.
+  const detail::CallDeadline deadline(state, options.deadline_s, "calibration at first use",
+                                      [] { return std::string("a peer, inside a calibration measurement"); });
+  const MPI_Comm comm = state.comm;
   const int size = detail::comm_size(comm);
   const nlohmann::ordered_json machine = measure::machine_json(comm, measure::LinkProbe{});
-  const JobSignature job = job_signature(comm, machine);
+  // Rank 0's signature and compute key for all: ranks whose environments or CPUs differ must
+  // still read, judge and write the same files.
+  JobSignature job = job_signature(comm, machine);
+  job.text = agree_on_text(comm, job.text).text;
+  job.compute_key = agree_on_text(comm, job.compute_key).text;
   const std::string dir = options.cache_dir.empty() ? config::cache_dir().value : options.cache_dir;
   const std::string path = dir + "/calibration-" + measure::text_hash(job.text) + ".json";
   double check = measure::ring_check_GBps(comm);
 
+  // Every decision below is taken from figures all ranks hold (rank 0's text, the slowest
+  // rank's check) and then agreed (all_agree), so no rank measures while another returns.
   const std::string held = measure::read_text(path);
   const AgreedText kept = agree_on_text(comm, held);
+  measure::JudgedCalibration judged;
   if (options.use_cache) {
-    measure::JudgedCalibration judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
-    if (!judged.calibration && judged.problem.find("quick check") != std::string::npos) {
+    judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
+    if (all_agree(comm, judged.check_disagrees)) {
       // A second look before measuring: load only ever slows the check, and the better of two
-      // is what the link can do. Every rank holds the same figures, so all decide alike.
+      // is what the link can do.
       check = std::max(check, measure::ring_check_GBps(comm));
       judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
     }
-    if (judged.calibration && kept.everyone_holds_it) {
+    if (all_agree(comm, judged.calibration && kept.everyone_holds_it)) {
       judged.calibration->this_call_s = seconds_since(start);
       return *judged.calibration;
     }
   }
   Calibration c;
   if (options.use_cache && !kept.text.empty())
-    c.warning = !kept.everyone_holds_it
-                    ? "the ranks hold different calibrations (other hosts or cache directories): measured again"
-                    : "calibration " +
-                          measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance).problem +
-                          ": measured again";
+    c.warning = !kept.everyone_holds_it ? "the ranks hold different calibrations (other hosts or cache directories): measured again"
+                : judged.calibration    ? "a rank could not trust the kept calibration (its clock?): measured again"
+                                        : "calibration " + judged.problem + ": measured again";
 
   // The compute table: kept per CPU, BLAS, threads and ranks per host, so a second link on the
-  // same machine measures only the link.
+  // same machine measures only the link. --force (use_cache false) measures it too.
   const std::string table_path = dir + "/compute-" + measure::text_hash(job.compute_key) + ".json";
   const std::string table_held = measure::read_text(table_path);
   const AgreedText table = agree_on_text(comm, table_held);
   std::string table_problem;
   std::optional<measure::ComputeResult> compute =
-      table.everyone_holds_it ? measure::parse_compute_table(table.text, job.compute_key, &table_problem) : std::nullopt;
+      options.use_cache && table.everyone_holds_it ? measure::parse_compute_table(table.text, job.compute_key, &table_problem)
+                                                   : std::nullopt;
+  if (!all_agree(comm, compute.has_value())) compute.reset();
   const measure::ProfileEffort brief{measure::Effort::brief};
   const measure::ProfileProgress quiet = [](double, const std::string&) {};
   measure::Measured m;
@@ -194,39 +214,46 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   std::string notes;
   if (size > 1) {
     m.network = measure::measure_network(comm, brief, SimOptions{}.poll_us, quiet);
-    if (threads_allowed())
+    if (all_agree(comm, threads_allowed()))
       m.contention = measure::measure_contention(comm, brief, quiet);
     else
       notes = "; contention not measured (MPI was initialised below MPI_THREAD_SERIALIZED): none assumed";
     m.task_reps = 100;
     m.task_overhead_s = measure::measure_task_overhead_s(comm, m.task_reps);
   }
+  c.measured_at = agree_on_text(comm, measure::utc_now()).text;
   measure::ProfileRequest request;
-  request.name = "calibrated-" + measure::text_hash(job.text).substr(0, 8);
+  // The tuning database keys its winners by this name: a new measurement (another link's, say)
+  // is a new machine, whose winners are measured afresh.
+  request.name = "calibrated-" + measure::text_hash(job.text).substr(0, 8) + "-" +
+                 measure::text_hash(c.measured_at).substr(0, 4);
   request.tool = "cofuse calibration at first use";
   request.link = job.text + notes;
   request.topology = "auto";
   c.profile = measure::build_profile(request, m, size, machine);
-  throw_if_error(c.profile.validate());
   c.signature = job.text;
   c.cached_check_GBps = check;
-  c.measured_at = measure::utc_now();
   c.measure_s = seconds_since(start);
-  // The measurements are the same on every rank (each is the slowest rank's); the date and the
-  // clock are not. Every rank adopts rank 0's text whole, so all plan with the same profile and
-  // keep (and later compare) the same bytes.
-  const std::string text = agree_on_text(comm, measure::calibration_text(c, size)).text;
+  // The measurements are the same on every rank (each is the slowest rank's); the clocks are
+  // not. Every rank adopts rank 0's text whole, so all plan with the same profile and keep (and
+  // later compare) the same bytes.
+  const std::string text = agree_on_text(comm, measure::calibration_text(c)).text;
   const std::string warning = c.warning;
+  std::optional<Error> unreadable;
   measure::JudgedCalibration adopted = measure::judge_calibration(text, path, job.text, check, options.check_tolerance);
-  if (!adopted.calibration)  // the same text on every rank: all throw alike
-    throw Error(ErrorCode::internal, "the calibration just measured does not read back: " + adopted.problem);
+  if (!adopted.calibration)
+    unreadable = Error(ErrorCode::internal, "the calibration just measured does not read back: " + adopted.problem);
+  detail::agree_on_failure(comm, unreadable, [](int rank) {
+    return "the calibration just measured does not read back on rank " + std::to_string(rank);
+  });
   c = std::move(*adopted.calibration);
   c.from_cache = false;
   c.warning = warning;
   std::string write_problem = keep(path, text, held);
   if (!compute) {
     const std::string table_text = agree_on_text(comm, measure::compute_table_text(m.compute, job.compute_key)).text;
-    if (const std::string problem = keep(table_path, table_text, table_held); write_problem.empty()) write_problem = problem;
+    const std::string problem = keep(table_path, table_text, table_held);
+    if (write_problem.empty()) write_problem = problem;
   }
   if (!write_problem.empty()) {
     c.cache_file.clear();
@@ -280,8 +307,19 @@ PlanningProfile named(const config::Setting<std::string>& name) {
 }  // namespace
 
 PlanningProfile planning_profile(MPI_Comm comm, std::string_view flag, const CalibrateOptions& options) {
+  const detail::CallDeadline deadline(detail::comm_state(comm), options.deadline_s, "choosing the planner's profile",
+                                      [] { return std::string("a peer, agreeing on the planner's profile"); });
   const config::Setting<std::string> name = config::profile(flag);
-  if (name.value != config::kProfile) return named(name);
+  // Calibrating is collective: a rank that names a profile while another calibrates would leave
+  // the other alone in its measurements. Every rank throws the same mismatch instead.
+  agree_values(comm, "the planner's profile", {{"calibrated (no profile named)", name.value == config::kProfile}});
+  if (name.value != config::kProfile) {
+    // Agreed, so a rank that cannot read a named profile fails every rank, not only itself.
+    PlanningProfile p;
+    detail::run_collectively(detail::comm_state(comm).comm, [&] { p = named(name); },
+                             [&](int rank) { return "rank " + std::to_string(rank) + " could not load profile " + name.value; });
+    return p;
+  }
   PlanningProfile p;
   p.calibration = calibrate(comm, options);
   p.profile = p.calibration->profile;

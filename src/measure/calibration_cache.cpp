@@ -45,18 +45,19 @@ std::string text_hash(const std::string& text) {
 }
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
+  if (in.tellg() > std::streamoff(16 << 20)) return "{";
+  in.seekg(0);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
-std::string calibration_text(const Calibration& c, int ranks) {
+std::string calibration_text(const Calibration& c) {
   const BuildInfo info = build_info();
   const json out = {{"schema", kCalibrationSchema},
                     {"signature", c.signature},
-                    {"ranks", ranks},
                     {"check_GBps", c.cached_check_GBps},
                     {"measured_at", c.measured_at},
                     {"measure_s", c.measure_s},
@@ -112,6 +113,7 @@ JudgedCalibration judge_calibration(const std::string& text, const std::string& 
     why << std::setprecision(3) << "stale (the quick check gives " << check_GBps << " GB/s, the file's was "
         << c.cached_check_GBps << " GB/s: more than " << percent(tolerance) << " apart, another link)";
     out.problem = why.str();
+    out.check_disagrees = true;
     return out;
   }
   c.from_cache = true;

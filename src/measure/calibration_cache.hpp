@@ -20,12 +20,13 @@ inline constexpr double kCalibrationMaxAgeDays = 30;
 /// A short stable name of a text (FNV-1a, 64 bits, 16 hex digits): file names of signatures.
 std::string text_hash(const std::string& text);
 
-/// A file's whole text, or "" when it is missing or unreadable.
+/// A file's whole text, or "" when it is missing or unreadable; a file over 16 MiB (no
+/// calibration is near that) reads as "{" so it is judged corrupt, not sent to every rank.
 std::string read_text(const std::string& path);
 
 /// The text a calibration is kept as (schema kCalibrationSchema): the signature, the quick
 /// check, when and how long, the profile.
-std::string calibration_text(const Calibration& c, int ranks);
+std::string calibration_text(const Calibration& c);
 
 /// A calibration file judged: the calibration when it can be trusted for `signature` (its
 /// from_cache, check and timing fields as kept), else nullopt and why, in words: "corrupt
@@ -34,6 +35,7 @@ std::string calibration_text(const Calibration& c, int ranks);
 struct JudgedCalibration {
   std::optional<Calibration> calibration;
   std::string problem;
+  bool check_disagrees = false;  // the only problem is the quick check (worth a second look)
 };
 JudgedCalibration judge_calibration(const std::string& text, const std::string& path, const std::string& signature,
                                     double check_GBps, double tolerance);

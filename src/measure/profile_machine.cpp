@@ -237,11 +237,19 @@ void write_file_atomically(const std::string& out, const std::string& text) {
     std::ofstream file(temporary);
     file << text;
     file.close();
-    if (!file) throw Error(ErrorCode::io, "cannot write " + temporary);
+    std::error_code ignored;
+    if (!file) {
+      std::filesystem::remove(temporary, ignored);
+      throw Error(ErrorCode::io, "cannot write " + temporary);
+    }
   }
   std::error_code ec;
   std::filesystem::rename(temporary, out, ec);
-  if (ec) throw Error(ErrorCode::io, "cannot rename " + temporary + " to " + out + ": " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw Error(ErrorCode::io, "cannot rename " + temporary + " to " + out + ": " + ec.message());
+  }
 }
 
 }  // namespace cofuse::measure

@@ -111,9 +111,9 @@ std::string detect_topology(const NetworkResult& r);
 /// direction with both busy (switch), or the whole medium (shared: one direction alone).
 double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
 
-/// The calibration's quick check: every rank sends 1 MiB (16 MiB on links that move 1 MiB in
+/// The calibration's quick check: every rank sends 4 MiB (16 MiB on links that move 1 MiB in
 /// under 0.5 ms) to the next and receives from the previous at once (a ring step), GB/s per
-/// rank, the fastest of at least 3 steps and 30 ms (~40 ms on a 2 Gbit/s link), each step the
+/// rank, the fastest of at least 3 steps and 30 ms (~0.1 s on a 2 Gbit/s link), each step the
 /// slowest rank's. 0 with one rank.
 double ring_check_GBps(MPI_Comm comm);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cofuse/calibrate.hpp"
+#include "cofuse/config.hpp"
 #include "cofuse/ops.hpp"
 #include "commands.hpp"
 #include "cpu/comm/mpi_util.hpp"
@@ -62,7 +63,8 @@ std::function<int()> add_calibrate_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   c->add_option("--deadline", args->options.deadline_s,
-                "Seconds the calibration may take before the job is aborted (default: $COFUSE_DEADLINE_S, else 600; 0 = none)")
+                "Seconds the calibration may take before the job is aborted (default: $COFUSE_DEADLINE_S, else " +
+                    std::to_string(int(config::kDeadlineS)) + "; 0 = none)")
       ->check(CLI::Range(0.0, 1e9));
   c->add_flag("--json", args->json, "One JSON object per call");
   return [args] { return calibrate_command(*args); };

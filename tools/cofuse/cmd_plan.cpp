@@ -138,7 +138,8 @@ std::function<int()> add_plan_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_flag("--json", args->json, "With --schedule auto: one JSON object");
-  plan->add_option("--tuning-db", args->db, "With --schedule auto: a tuning database to consult first (default $COFUSE_TUNING_DB)");
+  plan->add_option("--tuning-db", args->db, "With --schedule auto: a tuning database to consult first (default $COFUSE_TUNING_DB, else the one\n"
+                   "online tuning writes: $COFUSE_CACHE_DIR/tuning.json)");
   plan->add_flag("--list", args->list, "List every valid schedule for the op instead");
   return [args] {
     if (args->rank != "all" && std::stoi(args->rank) >= args->ranks) {

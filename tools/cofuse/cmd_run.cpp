@@ -228,6 +228,9 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
   std::unique_ptr<AutoOperation> tuned;
   std::unique_ptr<Operation> fixed;
   const uint64_t seed = agree_seed(args.seed);
+  // Before the inputs are sized: a description whose sizes overflow must fail with its own
+  // message (the same on every rank), not an allocation's.
+  throw_if_error(d.validate());
   Inputs in(d, seed, rank);
   nlohmann::json autotune = nullptr;
   if (args.schedule == "auto") {

@@ -140,7 +140,7 @@ const std::vector<Entry>& entries() {
        "fused schedules: GEMM rows between MPI progress calls (ExecSettings/SimOptions::tile_rows, --tile-rows); "
        "no variable",
        tile_rows_text},
-      {"cache_dir", "COFUSE_CACHE_DIR", "directory", "$XDG_CACHE_HOME/cofuse or ~/.cache/cofuse",
+      {"cache_dir", "COFUSE_CACHE_DIR", "directory", "$XDG_CACHE_HOME/cofuse, else ~/.cache/cofuse, else /tmp/cofuse-cache",
        "where calibrations are cached, and the tuning database online tuning writes when none is named",
        cache_dir_text},
       {"autotune_calls", "COFUSE_AUTOTUNE_CALLS", "calls >= 0 (0 = off)", std::to_string(kAutotuneCalls),

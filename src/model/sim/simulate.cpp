@@ -91,8 +91,11 @@ SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile,
   if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulate_plans: no plans");
   const Plan& first = plans.front();
   const detail::EngineRules rules = detail::engine_rules(first.schedule);
+  // Only a CPU progress thread sleeps between polls (poll_us); a GPU driver (ce, sm) notices a
+  // completion at once, so it is charged no notice delay.
+  const bool polled = rules.separate_comm_driver && rules.cpu_driver;
   const detail::ProfileCosts costs(profile, options, static_cast<int>(plans.size()), first.desc.dtype, rules.tiled_gemm,
-                                   rules.separate_comm_driver, !rules.blocking_collectives);
+                                   polled, !rules.blocking_collectives);
   return detail::run_event_sim(std::move(plans), costs);
 }
 
