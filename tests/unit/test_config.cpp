@@ -103,3 +103,33 @@ TEST(Config, EveryEntryIsDescribedAndResolves) {
 
 }  // namespace
 }  // namespace cofuse
+
+namespace cofuse {
+namespace {
+
+TEST(Config, CacheDirectoryAndAutotuneCalls) {
+  {
+    ScopedEnv c("COFUSE_CACHE_DIR", nullptr), x("XDG_CACHE_HOME", "/xdg"), a("COFUSE_AUTOTUNE_CALLS", nullptr);
+    EXPECT_EQ(config::cache_dir().value, "/xdg/cofuse");
+    EXPECT_EQ(config::autotune_calls().value, config::kAutotuneCalls);
+    EXPECT_EQ(config::autotune_calls().source, config::Source::default_value);
+  }
+  {
+    ScopedEnv c("COFUSE_CACHE_DIR", "/mine"), a("COFUSE_AUTOTUNE_CALLS", "0");
+    EXPECT_EQ(config::cache_dir().value, "/mine");
+    EXPECT_EQ(config::autotune_calls().value, 0);
+    EXPECT_EQ(config::autotune_calls().source, config::Source::environment);
+  }
+  for (const char* bad : {"-1", "many", "3.5", "99999999999"}) {
+    ScopedEnv a("COFUSE_AUTOTUNE_CALLS", bad);
+    try {
+      config::autotune_calls();
+      ADD_FAILURE() << "COFUSE_AUTOTUNE_CALLS=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("COFUSE_AUTOTUNE_CALLS='" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cofuse
