@@ -42,16 +42,13 @@ std::string exact(double v) {
 }
 double from_exact(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
 
-// Rank 0's fields on every rank (one broadcast of the length, one of the bytes). Each field is
-// written as "<length>:<bytes>", so any text (a reason with newlines, say) survives.
+// Rank 0's fields on every rank (detail::broadcast_text). Each field is written as
+// "<length>:<bytes>", so any text (a reason with newlines, say) survives.
 std::vector<std::string> broadcast_fields(MPI_Comm comm, int rank, const std::vector<std::string>& fields) {
   std::string blob;
   if (rank == 0)
     for (const std::string& f : fields) blob += std::to_string(f.size()) + ":" + f;
-  long long size = static_cast<long long>(blob.size());
-  detail::mpi_check(MPI_Bcast(&size, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast");
-  blob.resize(static_cast<std::size_t>(size));
-  detail::mpi_check(MPI_Bcast(blob.data(), static_cast<int>(size), MPI_CHAR, 0, comm), "MPI_Bcast");
+  blob = detail::broadcast_text(comm, blob);
   std::vector<std::string> out;
   for (std::size_t at = 0; at < blob.size();) {
     const std::size_t colon = blob.find(':', at);

@@ -20,8 +20,8 @@
 #include "cofuse/simulate.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
-#include "cpu/exec/call_deadline.hpp"
 #include "cpu/comm/mpi_util.hpp"
+#include "cpu/exec/call_deadline.hpp"
 #include "measure/bench_record.hpp"
 #include "measure/calibration_cache.hpp"
 #include "measure/profile_machine.hpp"
@@ -72,6 +72,14 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
   return s;
 }
 
+// Whether `mine` holds on every rank (one small allreduce): decisions that lead into different
+// collectives are taken from this, never from one rank's own view.
+bool all_agree(MPI_Comm comm, bool mine) {
+  int in = mine ? 1 : 0, out = 0;
+  detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  return out == 1;
+}
+
 // Every rank's own copy of a file against rank 0's: the text all ranks then judge (rank 0's)
 // and whether every rank holds exactly that. Files differ across hosts (each has its own
 // cache) or home directories; a calibration is trusted only when all hold the same one.
@@ -82,13 +90,8 @@ struct AgreedText {
 
 AgreedText agree_on_text(MPI_Comm comm, const std::string& mine) {
   AgreedText out;
-  int length = int(mine.size());
-  detail::mpi_check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  out.text = detail::comm_rank(comm) == 0 ? mine : std::string(std::size_t(length), '\0');
-  if (length > 0) detail::mpi_check(MPI_Bcast(out.text.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
-  int same = mine == out.text ? 1 : 0, all = 0;
-  detail::mpi_check(MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  out.everyone_holds_it = all == 1;
+  out.text = detail::broadcast_text(comm, mine);
+  out.everyone_holds_it = all_agree(comm, mine == out.text);
   return out;
 }
 
@@ -107,14 +110,6 @@ std::string keep(const std::string& path, const std::string& text, const std::st
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Whether `mine` holds on every rank (one small allreduce): decisions that lead into different
-// collectives are taken from this, never from one rank's own view.
-bool all_agree(MPI_Comm comm, bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
-  return out == 1;
 }
 
 bool threads_allowed() {

@@ -276,6 +276,23 @@ TEST(TuningDb, NearestBucketRoundTripAndCorruptFiles) {
   const TuningDb bad = TuningDb::load(path, &warning);
   EXPECT_TRUE(bad.entries().empty());
   EXPECT_NE(warning.find("ignoring tuning database"), std::string::npos) << warning;
+  // Numbers no field can hold (a float where a count belongs, a bucket out of range, a huge
+  // provenance size the fuzzer found): the file is ignored, never undefined behaviour.
+  const std::string good_entry = R"({"machine": "m", "ranks": 2, "op": "gemm_rs", "dtype": "f32", "axis": "m",
+      "trans_a": false, "trans_b": false, "m_bucket": 10, "n_bucket": 10, "k_bucket": 8,
+      "schedule": "serial", "provenance": {"m": 1024}})";
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"m\": 1024", "\"m\": 109999999999999999999924"}, {"\"ranks\": 2", "\"ranks\": 1e30"},
+           {"\"m_bucket\": 10", "\"m_bucket\": 99999"}, {"\"m\": 1024", "\"m\": 18446744073709551615"}}) {
+    std::string entry = good_entry;
+    entry.replace(entry.find(from), from.size(), to);
+    std::ofstream(path) << "{\"schema\": \"cofuse.tuning/1\", \"entries\": [" + entry + "]}";
+    warning.clear();
+    EXPECT_TRUE(TuningDb::load(path, &warning).entries().empty()) << to;
+    EXPECT_NE(warning.find("ignoring tuning database"), std::string::npos) << warning;
+  }
+  std::ofstream(path) << "{\"schema\": \"cofuse.tuning/1\", \"entries\": [" + good_entry + "]}";
+  EXPECT_EQ(TuningDb::load(path, &warning).entries().size(), 1u);
   std::ofstream(path) << "{\"schema\": \"cofuse.profile/1\"}";
   warning.clear();
   TuningDb::load(path, &warning);

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <string>
 
 #include "cofuse/op_desc.hpp"
 
@@ -18,5 +19,9 @@ MPI_Datatype mpi_type(DType dtype);
 /// rank / size of a communicator, checked.
 int comm_rank(MPI_Comm comm);
 int comm_size(MPI_Comm comm);
+
+/// Collective: rank 0's `text` on every rank (the others' argument is ignored); a length
+/// broadcast, then the bytes. For what every rank must hold byte for byte (a file, a plan).
+std::string broadcast_text(MPI_Comm comm, const std::string& text);
 
 }  // namespace cofuse::detail

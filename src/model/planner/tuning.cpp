@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,30 +38,50 @@ json to_json(const TuningEntry& e) {
                           {"measured_by", e.measured_by}}}};
 }
 
+// An integer field within [lo, hi]: a float, or an integer out of range, is malformed. (nlohmann's
+// get<int64_t>() of 1.1e23 is undefined behaviour, which the tuning fuzzer found.)
+int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) throw Error(ErrorCode::invalid_argument, std::string(key) + " is not an integer");
+  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? hi + 1 : v.get<int64_t>();
+  if (x < lo || x > hi) throw Error(ErrorCode::invalid_argument, std::string(key) + " is out of range");
+  return x;
+}
+
+// A number field (integer or float) that fits a double and is finite; `fallback` when absent.
+double number(const json& j, const char* key, double fallback) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  if (!v.is_number()) throw Error(ErrorCode::invalid_argument, std::string(key) + " is not a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) throw Error(ErrorCode::invalid_argument, std::string(key) + " is not finite");
+  return x;
+}
+
 TuningEntry from_json(const json& j) {
   TuningEntry e;
   e.machine = j.at("machine").get<std::string>();
-  e.ranks = j.at("ranks").get<int>();
+  e.ranks = int(integer(j, "ranks", 1, 1 << 30));
   e.op = j.at("op").get<std::string>();
   e.dtype = j.at("dtype").get<std::string>();
   e.axis = j.at("axis").get<std::string>();
   e.trans_a = j.at("trans_a").get<bool>();
   e.trans_b = j.at("trans_b").get<bool>();
-  e.m_bucket = j.at("m_bucket").get<int>();
-  e.n_bucket = j.at("n_bucket").get<int>();
-  e.k_bucket = j.at("k_bucket").get<int>();
+  e.m_bucket = int(integer(j, "m_bucket", 0, 63));
+  e.n_bucket = int(integer(j, "n_bucket", 0, 63));
+  e.k_bucket = int(integer(j, "k_bucket", 0, 63));
   Status error;
   const auto s = Schedule::parse(j.at("schedule").get<std::string>(), &error);
   if (!s) throw Error(ErrorCode::invalid_argument, "schedule: " + error.message());
   e.schedule = *s;
   const json& p = j.at("provenance");
-  e.m = p.value("m", int64_t(0));
-  e.n = p.value("n", int64_t(0));
-  e.k = p.value("k", int64_t(0));
+  e.m = p.contains("m") ? integer(p, "m", 0, INT64_MAX) : 0;
+  e.n = p.contains("n") ? integer(p, "n", 0, INT64_MAX) : 0;
+  e.k = p.contains("k") ? integer(p, "k", 0, INT64_MAX) : 0;
   e.measured_at = p.value("measured_at", "");
   e.revision = p.value("revision", "");
-  e.winner_ms = p.value("winner_ms", 0.0);
-  e.serial_ms = p.value("serial_ms", 0.0);
+  e.winner_ms = number(p, "winner_ms", 0.0);
+  e.serial_ms = number(p, "serial_ms", 0.0);
   e.candidates = p.value("candidates", "");
   e.measured_by = p.value("measured_by", "cofuse tune");  // older files: only cofuse tune wrote them
   return e;
