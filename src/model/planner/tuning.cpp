@@ -43,9 +43,10 @@ json to_json(const TuningEntry& e) {
 int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
   const json& v = j.at(key);
   if (!v.is_number_integer()) throw Error(ErrorCode::invalid_argument, std::string(key) + " is not an integer");
-  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? hi + 1 : v.get<int64_t>();
-  if (x < lo || x > hi) throw Error(ErrorCode::invalid_argument, std::string(key) + " is out of range");
-  return x;
+  const bool too_large = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
+  if (too_large || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    throw Error(ErrorCode::invalid_argument, std::string(key) + " is out of range");
+  return v.get<int64_t>();
 }
 
 // A number field (integer or float) that fits a double and is finite; `fallback` when absent.
