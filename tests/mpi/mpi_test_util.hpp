@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,5 +59,35 @@ inline std::vector<std::string> allgather_strings(const std::string& mine, MPI_C
   for (int r = 0; r < size; ++r) out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
   return out;
 }
+
+/// A fresh directory every rank names alike (rank 0 makes it, the others get its name),
+/// removed with everything in it when the object goes (after a barrier: nobody reads it then).
+/// Collective to make and to destroy.
+class SharedTempDir {
+ public:
+  explicit SharedTempDir(const std::string& prefix = "cofuse-test") {
+    std::string path;
+    if (world_rank() == 0) {
+      std::string name = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+      if (mkdtemp(name.data())) path = name;
+    }
+    int length = static_cast<int>(path.size());
+    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    path.resize(static_cast<std::size_t>(length));
+    MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+    path_ = path;
+  }
+  ~SharedTempDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::error_code ec;
+    if (world_rank() == 0 && !path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  SharedTempDir(const SharedTempDir&) = delete;
+  SharedTempDir& operator=(const SharedTempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace cofuse::test

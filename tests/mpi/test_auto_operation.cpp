@@ -25,32 +25,6 @@
 namespace cofuse {
 namespace {
 
-// A directory every rank names alike (made by rank 0), removed when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string path;
-    if (test::world_rank() == 0) {
-      char name[] = "/tmp/cofuse-auto-XXXXXX";
-      if (mkdtemp(name)) path = name;
-    }
-    int length = static_cast<int>(path.size());
-    MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    path.resize(static_cast<std::size_t>(length));
-    MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-    path_ = path;
-  }
-  ~TempDir() {
-    MPI_Barrier(MPI_COMM_WORLD);  // nobody reads it any more
-    std::error_code ec;
-    if (test::world_rank() == 0 && !path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 constexpr const char* kProfile = "this-host-shm";  // a shipped profile: no calibration in these tests
 
 OpDesc desc_of(OpKind op, Axis axis, DType dtype, int64_t m, int64_t n, int64_t k) {
@@ -120,7 +94,7 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
   const OpCase cases[] = {{OpKind::ag_gemm, Axis::m, DType::f32}, {OpKind::ag_gemm, Axis::k, DType::f64},
                           {OpKind::gemm_rs, Axis::m, DType::f32}, {OpKind::gemm_rs, Axis::n, DType::f64},
                           {OpKind::gemm_ar, Axis::none, DType::f32}};
-  TempDir dir;
+  const test::SharedTempDir dir("cofuse-auto");
   int n = 0;
   for (const OpCase& c : cases) {
     const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, 4 * p);
@@ -170,7 +144,7 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
 TEST(AutoOperation, ARankSlowedDuringTuningStillEndsInOneAgreedChoice) {
   const int p = test::world_size(), rank = test::world_rank();
   if (p < 2) GTEST_SKIP() << "needs a second rank to be slower than";
-  TempDir dir;
+  const test::SharedTempDir dir("cofuse-auto");
   const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 8 * p, 8 * p);
   AutoOptions o = tuning(dir.path() + "/tuning.json", 8);
   AutoOperation op(d, MPI_COMM_WORLD, o);
@@ -216,7 +190,7 @@ void write_entry(const std::string& path, const OpDesc& d, const Schedule& s, co
 
 TEST(AutoOperation, RanksWithDifferentTuningDatabasesTakeRankZerosAnswer) {
   const int rank = test::world_rank();
-  TempDir dir;
+  const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
   const OpDesc d = desc_of(OpKind::ag_gemm, Axis::m, DType::f32, 8 * p, 4 * p, 8 * p);
   const auto [mine0, others] = two_overlapped(d);
@@ -262,7 +236,7 @@ TEST(AutoOperation, RanksWithDifferentTuningDatabasesTakeRankZerosAnswer) {
 }
 
 TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
-  TempDir dir;
+  const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
   const OpDesc d = desc_of(OpKind::gemm_ar, Axis::none, DType::f64, 4 * p, 6 * p, 8 * p);
   const std::string db = dir.path() + "/tuning.json";
@@ -289,7 +263,7 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
 }
 
 TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
-  TempDir dir;
+  const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
   const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, 4 * p);
   const std::string db = dir.path() + "/cache/tuning.json";  // a directory that does not exist yet
@@ -335,7 +309,7 @@ TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
 // Who measured an entry: written and read back; a file from before the field (only cofuse
 // tune wrote them) reads as cofuse tune's. No MPI in it: every rank checks its own file.
 TEST(TuningDb, AnEntrySaysWhichToolMeasuredIt) {
-  TempDir dir;
+  const test::SharedTempDir dir("cofuse-auto");
   const std::string path = dir.path() + "/rank" + std::to_string(test::world_rank()) + ".json";
   const OpDesc d = desc_of(OpKind::gemm_ar, Axis::none, DType::f32, 64, 64, 64 * test::world_size());
   write_entry(path, d, serial_schedule(), "online tuning in a layer");

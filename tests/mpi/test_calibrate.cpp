@@ -18,23 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test (rank 0 makes it, the others wait), named after the test.
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = (fs::temp_directory_path() / ("cofuse-calibrate-" + name + "-" +
-                                                        std::to_string(test::run_seed() % 1000000))).string();
-  if (test::world_rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
-}
-
-void remove_dir(const std::string& dir) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (test::world_rank() == 0) fs::remove_all(dir);
-}
-
 // The profile every rank holds, as text, must be rank 0's.
 void expect_same_everywhere(const Calibration& c) {
   const std::vector<std::string> all = test::allgather_strings(to_json(c.profile));
@@ -69,7 +52,8 @@ void edit_file(const std::string& path, const std::function<void(nlohmann::json&
 }
 
 TEST(Calibrate, MeasuresOnceThenReusesAndEveryRankAgrees) {
-  const std::string dir = fresh_dir("reuse");
+  const test::SharedTempDir temp("cofuse-calibrate-reuse");
+  const std::string& dir = temp.path();
   CalibrateOptions o = reusing(dir);
   const Calibration first = calibrate(MPI_COMM_WORLD, o);
   EXPECT_FALSE(first.from_cache);
@@ -104,13 +88,13 @@ TEST(Calibrate, MeasuresOnceThenReusesAndEveryRankAgrees) {
   const Calibration forced = calibrate(MPI_COMM_WORLD, o);
   EXPECT_FALSE(forced.from_cache);
   expect_same_everywhere(forced);
-  remove_dir(dir);
 }
 
 TEST(Calibrate, ACorruptForeignOrStaleFileIsMeasuredAgainWithAWarning) {
   // A dozen calibrations: at 1 and 2 ranks only (the agreement at more is the next test's).
   if (test::world_size() > 2) GTEST_SKIP() << "runs at 1 and 2 ranks";
-  const std::string dir = fresh_dir("bad");
+  const test::SharedTempDir temp("cofuse-calibrate-bad");
+  const std::string& dir = temp.path();
   CalibrateOptions o = reusing(dir);
   const Calibration good = calibrate(MPI_COMM_WORLD, o);
   const std::string path = good.cache_file;
@@ -148,14 +132,14 @@ TEST(Calibrate, ACorruptForeignOrStaleFileIsMeasuredAgainWithAWarning) {
     const Calibration next = calibrate(MPI_COMM_WORLD, o);
     EXPECT_TRUE(next.from_cache) << next.warning;
   }
-  remove_dir(dir);
 }
 
 TEST(Calibrate, RanksHoldingDifferentCalibrationsStillAgree) {
   if (test::world_size() < 2 || test::world_size() > 3) GTEST_SKIP() << "runs at 2 and 3 ranks";
   // Each rank its own directory, as ranks on different hosts have; rank 1's holds another
   // (valid) calibration than the others'.
-  const std::string base = fresh_dir("per-rank");
+  const test::SharedTempDir temp("cofuse-calibrate-per-rank");
+  const std::string& base = temp.path();
   CalibrateOptions o = reusing(base + "/rank" + std::to_string(test::world_rank()));
   const Calibration first = calibrate(MPI_COMM_WORLD, o);
   if (test::world_rank() == 1) {
@@ -173,12 +157,12 @@ TEST(Calibrate, RanksHoldingDifferentCalibrationsStillAgree) {
   const Calibration third = calibrate(MPI_COMM_WORLD, o);
   EXPECT_TRUE(third.from_cache) << third.warning;
   expect_same_everywhere(third);
-  remove_dir(base);
 }
 
 TEST(Calibrate, AnUnwritableCacheIsAWarningNotAFailure) {
   // A path below a regular file cannot be a directory.
-  const std::string dir = fresh_dir("unwritable");
+  const test::SharedTempDir temp("cofuse-calibrate-unwritable");
+  const std::string& dir = temp.path();
   if (test::world_rank() == 0) std::ofstream(dir + "/file") << "x";
   MPI_Barrier(MPI_COMM_WORLD);
   CalibrateOptions o;
@@ -188,11 +172,11 @@ TEST(Calibrate, AnUnwritableCacheIsAWarningNotAFailure) {
   EXPECT_NE(c.warning.find("could not be kept"), std::string::npos) << c.warning;
   EXPECT_TRUE(c.profile.validate().ok());
   expect_same_everywhere(c);
-  remove_dir(dir);
 }
 
 TEST(Calibrate, AutoPlansWithTheCalibrationAndSaysSo) {
-  const std::string dir = fresh_dir("auto");
+  const test::SharedTempDir temp("cofuse-calibrate-auto");
+  const std::string& dir = temp.path();
   CalibrateOptions o;
   o.cache_dir = dir;
   const PlanningProfile p = planning_profile(MPI_COMM_WORLD, "", o);
@@ -207,7 +191,6 @@ TEST(Calibrate, AutoPlansWithTheCalibrationAndSaysSo) {
   const OpDesc d{OpKind::gemm_rs, 64 * test::world_size(), 96, 48 * test::world_size(), DType::f32, false, false, Axis::m, test::world_size()};
   const PlanChoice choice = choose_schedule(d, p.profile);
   EXPECT_EQ(choice.profile, p.profile.name);
-  remove_dir(dir);
 }
 
 }  // namespace

@@ -105,25 +105,6 @@ void poison(std::vector<char>& v, DType t) {
   }
 }
 
-// A directory every rank names alike (made by rank 0); remove_temp_dir() after the last use.
-std::string make_temp_dir() {
-  std::string path;
-  if (test::world_rank() == 0) {
-    char name[] = "/tmp/cofuse-layers-XXXXXX";
-    if (mkdtemp(name)) path = name;
-  }
-  int length = static_cast<int>(path.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  path.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
-void remove_temp_dir(const std::string& path) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::error_code ec;
-  if (test::world_rank() == 0 && !path.empty()) std::filesystem::remove_all(path, ec);
-}
-
 void check_linear(const Case& c, uint64_t seed) {
   const int p = test::world_size(), r = test::world_rank();
   const int64_t t = 6 * p, in = 5 * p, out = 7 * p;
@@ -239,7 +220,8 @@ TEST(Layers, EveryLinearLayerMatchesTheDoubleReference) {
 // every one of those calls is checked, and every rank ends on the same schedules.
 TEST(Layers, AutoGemmsTuneOnTheLayersCallsAndEveryCallIsRight) {
   const uint64_t seed = test::run_seed() + 3000;
-  const std::string dir = make_temp_dir();
+  const test::SharedTempDir temp("cofuse-layers");
+  const std::string& dir = temp.path();
   int n = 0;
   for (bool column : {true, false})
     for (bool sp : {false, true}) {
@@ -269,7 +251,6 @@ TEST(Layers, AutoGemmsTuneOnTheLayersCallsAndEveryCallIsRight) {
         EXPECT_TRUE(g.decided_by == "database" || g.decided_by == "model") << g.decided_by;
       }
   }
-  remove_temp_dir(dir);
 }
 
 TEST(Layers, BadConfigurationsFailOnEveryRankWithTheSameMessage) {
@@ -420,7 +401,8 @@ TEST(Mlp, ForwardAndBackwardMatchTheReferenceAndFiniteDifferences) {
 // settles after autotune_calls steps, on the same schedules on every rank.
 TEST(Mlp, TuningStepsMatchTheSerialBlock) {
   const uint64_t seed = test::run_seed() + 4000;
-  const std::string dir = make_temp_dir();
+  const test::SharedTempDir temp("cofuse-layers");
+  const std::string& dir = temp.path();
   const int p = test::world_size(), r = test::world_rank();
   for (bool sp : {false, true}) {
     SCOPED_TRACE(std::string(sp ? "sp" : "no sp") + " | seed " + std::to_string(seed));
@@ -465,7 +447,6 @@ TEST(Mlp, TuningStepsMatchTheSerialBlock) {
     for (const GemmReport& g : mlp.report()) verdict += g.schedule + " by " + g.decided_by + "; ";
     for (const std::string& other : test::allgather_strings(verdict)) EXPECT_EQ(other, verdict);
   }
-  remove_temp_dir(dir);
 }
 
 TEST(Mlp, SgdStepLowersTheLossInF32) {
