@@ -11,7 +11,9 @@ packages=(
   nlohmann-json3-dev                                  # JSON records and --json output
   libcli11-dev                                        # command-line parsing
   libgtest-dev libgmock-dev                           # tests
-  python3-numpy                                       # independent check of --save files
+  python3-numpy                                       # independent check of --save files; the Python package
+  python3-dev pybind11-dev                            # the Python package's extension (python/)
+  python3-mpi4py python3-torch python3-pytest         # its communicator, PyTorch layers and tests
   python3-matplotlib                                  # pictures of traces and sweeps (bench/plot.py)
   iproute2                                            # shaped-link testbed (ip netns, tc)
   bc procps                                           # dead-peer test (timing, pgrep)

@@ -130,6 +130,8 @@ class AutoOperation {
   /// of the race; any other failure records nothing and does not count. Throws what
   /// Operation::execute throws.
   RunStats execute(const OpBuffers& buffers);
+  /// The same with the caller's verdict on its buffers (Operation::execute(buffers, caller_check)).
+  RunStats execute(const OpBuffers& buffers, const Status& caller_check);
 
   /// Whether the schedule is final.
   bool settled() const { return by_ != SettledBy::tuning; }

@@ -61,6 +61,12 @@ class Operation {
   /// Throws cofuse::Error (invalid_argument for buffers, out_of_memory for the workspace, mpi for
   /// an MPI failure, the GEMM's own code when the compute engine fails).
   RunStats execute(const OpBuffers& buffers);
+  /// The same, with the caller's own verdict on this rank's buffers joined to the check above
+  /// (no extra message): a binding that knows more of a buffer than its address (its element
+  /// type, shape, strides) passes what it found. A caller_check that is not ok fails the call
+  /// on every rank as an unusable buffer does: this rank throws caller_check's code and message
+  /// (prefixed with the op's name), the others one naming this rank.
+  RunStats execute(const OpBuffers& buffers, const Status& caller_check);
 
   /// Measurement aid (NOT collective, no communication at all): runs only this rank's
   /// compute-engine tasks, in plan order and with the same GEMM pieces and tiles as execute(),
@@ -93,7 +99,7 @@ class Operation {
 
  private:
   OpDesc desc_;
-  RunStats execute_with(const OpBuffers& buffers, bool comm_only);
+  RunStats execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check = Status::Ok());
 
   detail::CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
   std::unique_ptr<detail::CpuExecutor> executor_;
@@ -108,7 +114,12 @@ RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const 
 /// the same values, naming each differing one. For settings outside OpDesc and Schedule (a
 /// tool's iteration count, say) that would otherwise leave ranks in different collectives.
 /// what: names the caller in the message (must be the same on every rank).
-void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values);
+/// local: this rank's verdict on the call the values describe (a binding that could not read
+///   its arguments, say), carried in the same single allreduce: when any rank's is not ok,
+///   every rank throws the same Error, the highest failing rank's code and "rank R: <message>",
+///   before the values are compared (they may mean nothing on a rank that failed).
+void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values,
+                  const Status& local = Status::Ok());
 
 /// A deadline over more than one call: everything this rank does between construction and
 /// destruction — cofuse calls on `comm` and the caller's own MPI calls between them (barriers,

@@ -99,6 +99,9 @@ struct Preset {
 /// Every preset: serial, shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
 const std::vector<Preset>& presets();
 
+/// The preset name of a schedule, or its full string form when no preset is it.
+std::string schedule_name(const Schedule& schedule);
+
 /// Every CPU schedule (engine thread / inline) from a grid (chunks in `chunk_counts`) that the
 /// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)), serial first.
 std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8});

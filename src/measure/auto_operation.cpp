@@ -122,6 +122,9 @@ void AutoOperation::start(MPI_Comm user, const PlanningProfile* planning, const 
   // Every candidate runs as an Operation, on the CPU executor, whatever backend the profile
   // describes: a GPU profile's numbers must still give schedules this executor runs.
   planner.backend = Backend::cpu_mpi;
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  planner.progress_thread = thread_level >= MPI_THREAD_SERIALIZED;
   detail::run_collectively(comm_, [&] { choice_ = choose_schedule(desc_, planning_.profile, planner, options.planner_cache); },
                            elsewhere);
 
@@ -175,11 +178,13 @@ const Schedule& AutoOperation::schedule() const { return ops_[current_]->schedul
 Operation& AutoOperation::operation() { return *ops_[current_]; }
 const Operation& AutoOperation::operation() const { return *ops_[current_]; }
 
-RunStats AutoOperation::execute(const OpBuffers& buffers) {
+RunStats AutoOperation::execute(const OpBuffers& buffers) { return execute(buffers, Status::Ok()); }
+
+RunStats AutoOperation::execute(const OpBuffers& buffers, const Status& caller_check) {
   if (!settled() && calls_ >= tune_calls_) settle();  // a settling that threw: again, before anything else
   RunStats stats;
   try {
-    stats = ops_[current_]->execute(buffers);
+    stats = ops_[current_]->execute(buffers, caller_check);
   } catch (const detail::AgreedError&) {
     // Every rank threw it at this call, so all move on alike: the call counts, its candidate gets
     // no sample. A candidate that fails every call (its workspace does not fit, say) is thus

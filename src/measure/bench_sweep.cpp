@@ -247,10 +247,4 @@ std::vector<PreparedCase> prepare_cases(const std::vector<BenchCase>& cases, int
   return out;
 }
 
-std::string schedule_name(const Schedule& schedule) {
-  for (const Preset& p : presets())
-    if (p.schedule == schedule) return p.name;
-  return schedule.to_string();
-}
-
 }  // namespace cofuse::measure

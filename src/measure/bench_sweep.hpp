@@ -78,7 +78,6 @@ struct PreparedCase {
 /// description or a schedule that does not suit it (the same on every rank).
 std::vector<PreparedCase> prepare_cases(const std::vector<BenchCase>& cases, int ranks);
 
-/// The preset name of a schedule, or its full string form.
-std::string schedule_name(const Schedule& schedule);
+using cofuse::schedule_name;  // schedule.hpp
 
 }  // namespace cofuse::measure

@@ -64,6 +64,31 @@ TEST(Planner, FallsBackToSerialUnlessOverlapWinsByTheMargin) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A process whose MPI runs below MPI_THREAD_SERIALIZED (mpi4py.rc.thread_level = "single") gets
+// no schedule the CPU executor would refuse there, from the model or from a tuning database.
+TEST(Planner, WithoutAProgressThreadNoCandidateNeedsOne) {
+  const std::string path = ::testing::TempDir() + "cofuse_tuning_threads.json";
+  OpDesc d = layer();
+  d.n = 1536;  // a question no other test asked
+  const MachineProfile p = profile(1.0, 1.0);
+  TuningEntry e = TuningDb::key_of(d, p.name);
+  e.schedule = *Schedule::parse("overlap=chunk,chunks=4");  // engine=thread
+  ASSERT_TRUE(e.schedule.separate_comm_engine());
+  TuningDb db;
+  db.put(e);
+  db.save(path);
+  PlannerOptions options;
+  options.tuning_db = path;
+  EXPECT_TRUE(choose_schedule(d, p, options).measured);
+  options.progress_thread = false;
+  const PlanChoice c = choose_schedule(d, p, options);
+  EXPECT_FALSE(c.measured);
+  EXPECT_NE(c.schedule.overlap, Overlap::none);  // overlap still pays: fused schedules remain
+  for (const PlanCandidate& k : c.candidates) EXPECT_FALSE(k.schedule.separate_comm_engine()) << k.name;
+  EXPECT_TRUE(has(c.why, "MPI_THREAD_SERIALIZED")) << c.why;
+  std::remove(path.c_str());
+}
+
 // A CPU profile plans for the CPU executor, which runs no 16-bit GEMM: a bf16 or f16 question
 // gets serial and the reason (can_run's), never an empty candidate list, and names its rate.
 TEST(Planner, A16BitQuestionOnACpuProfileGetsSerialAndWhy) {

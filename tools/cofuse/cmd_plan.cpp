@@ -2,10 +2,9 @@
 // MPI; or list the valid schedules of an op.
 #include <iomanip>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
-#include "cofuse/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
+#include "cofuse/reports.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
 
@@ -27,39 +26,19 @@ struct PlanArgs {
 
 // --schedule auto: the planner's cost table, its choice, why; and seed 001's heuristic pick.
 int auto_plan(const PlanArgs& args, const OpDesc& d) {
-  // No communicator here: "calibrated" is the calibration cached on this host for d.ranks.
-  const PlanningProfile planning = planning_profile_offline(d.ranks, args.profile);
-  const MachineProfile& profile = planning.profile;
-  PlannerOptions options;
-  options.tuning_db = auto_tuning_db(args.db);  // what online tuning and cofuse tune wrote
-  const PlanChoice c = choose_schedule(d, profile, options);
-  const HeuristicChoice h = seed_heuristic_schedule(d, profile);
-  double heuristic_s = 0;
-  for (const PlanCandidate& k : c.candidates)
-    if (k.schedule == h.schedule) heuristic_s = k.predicted_s;
+  const PlanReport report = plan_report(d, args.profile, args.db);
   if (args.json) {
-    nlohmann::ordered_json table = nlohmann::ordered_json::array();
-    for (const PlanCandidate& k : c.candidates)
-      table.push_back({{"schedule", k.schedule.to_string()}, {"name", k.name}, {"predicted_ms", k.predicted_s * 1e3},
-                       {"dil_ms", k.losses.dil_s * 1e3}, {"cil_ms", k.losses.cil_s * 1e3},
-                       {"exposed_comm_ms", k.losses.exposed_comm_s * 1e3}, {"workspace_bytes", k.workspace_bytes}});
-    std::cout << nlohmann::ordered_json{{"op", d.to_string()}, {"profile", c.profile}, {"profile_validated", c.profile_validated},
-                                        {"profile_source", planning.source},
-                                        {"choice", c.schedule.to_string()}, {"choice_name", c.name},
-                                        {"measured", c.measured},
-                                        {"predicted_ms", c.predicted_s * 1e3}, {"serial_ms", c.serial_s * 1e3},
-                                        {"why", c.why}, {"candidates", table},
-                                        {"seed_heuristic", {{"schedule", h.schedule.to_string()}, {"name", h.name},
-                                                            {"predicted_ms", heuristic_s * 1e3}, {"why", h.why}}}}
-                     .dump()
-              << "\n";
+    std::cout << report.json() << "\n";
     return 0;
   }
+  const PlanChoice& c = report.choice;
+  const HeuristicChoice& h = report.heuristic;
+  const double heuristic_s = report.heuristic_s;
   std::size_t width = 8;
   for (const PlanCandidate& k : c.candidates) width = std::max(width, k.name.size());
   std::cout << "cofuse plan  " << d.to_string() << "  on " << c.profile
             << (c.profile_validated ? " (measured)" : " (datasheet, NOT validated)") << "\n"
-            << "  profile: " << planning.source << "\n"
+            << "  profile: " << report.planning.source << "\n"
             << "  " << std::left << std::setw(int(width)) << "candidate" << std::right << std::setw(12) << "predicted"
             << std::setw(10) << "vs serial" << std::setw(9) << "DIL" << std::setw(9) << "CIL" << std::setw(10) << "exposed"
             << std::setw(12) << "workspace" << "\n";

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cofuse/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
+#include "cofuse/reports.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
 
@@ -61,59 +61,32 @@ int what_if(const SimArgs& args) {
 }
 
 int op_sim(const SimArgs& args) {
-  const OpDesc d = make_desc(args.op, args.ranks);
-  const Schedule schedule = *Schedule::parse(args.schedule);
-  // No communicator here: "calibrated" is the calibration cached on this host for d.ranks.
-  const PlanningProfile planning = planning_profile_offline(d.ranks, args.profile);
-  const MachineProfile& profile = planning.profile;
-  SimOptions options;
-  options.tile_rows = args.tile_rows;
-  // A 16-bit op under a CPU engine runs nowhere; the CUDA backend runs it with a GPU engine.
-  if (const Status st = can_run_anywhere(d, schedule); !st.ok()) {
-    Schedule gpu = schedule;
-    gpu.driver = CommDriver::sm;
-    if (schedule.overlap != Overlap::none && schedule.fusion == Fusion::unfused && can_run_anywhere(d, gpu).ok())
-      throw Error(ErrorCode::invalid_argument,
-                  st.message() + "; the CUDA backend runs it with a GPU engine: --schedule " + gpu.to_string());
-  }
-  const SimResult r = simulate(d, schedule, profile, options);
+  const SimReport report = sim_report(make_desc(args.op, args.ranks), *Schedule::parse(args.schedule), args.profile,
+                                      args.tile_rows);
+  const OpDesc& d = report.desc;
+  const Schedule& schedule = report.schedule;
+  const MachineProfile& profile = report.planning.profile;
+  const SimResult& r = report.result;
   const SimLosses& l = r.losses;
-  double compute_busy = 0, comm_busy = 0;
-  for (double b : r.compute_busy_s) compute_busy = std::max(compute_busy, b);
-  for (double b : r.comm_busy_s) comm_busy = std::max(comm_busy, b);
   const double rate = r.wall_s > 0 ? double(r.tasks) / r.wall_s : 0;
-  // The simulator predicts a run on any backend; say whether the profile's own runs this one.
-  const Backend backend = planning_backend(profile);
-  const Status runs = can_run(backend, d, schedule);
-  const std::string gemm_rate = gemm_rate_basis(profile, d.dtype);
   if (args.json) {
-    std::cout << nlohmann::ordered_json{
-        {"op", d.to_string()}, {"schedule", schedule.to_string()}, {"schedule_name", schedule_name(schedule)},
-        {"profile", profile.name}, {"profile_validated", profile.validated}, {"profile_source", planning.source}, {"makespan_ms", r.makespan_s * 1e3},
-        {"speedup_vs_serial", l.serial_s / r.makespan_s}, {"overlap_efficiency", l.ideal_s / r.makespan_s},
-        {"compute_busy_ms", compute_busy * 1e3}, {"comm_busy_ms", comm_busy * 1e3},
-        {"losses_ms", {{"gemm_alone", l.gemm_alone_s * 1e3}, {"comm_alone", l.comm_alone_s * 1e3},
-                       {"ideal", l.ideal_s * 1e3}, {"serial", l.serial_s * 1e3}, {"dil", l.dil_s * 1e3},
-                       {"cil", l.cil_s * 1e3}, {"exposed_comm", l.exposed_comm_s * 1e3}, {"overhead", l.overhead_s * 1e3}}},
-        {"tasks", r.tasks}, {"events", r.events}, {"sim_wall_s", r.wall_s}, {"tasks_per_s", rate},
-        {"gemm_rate", gemm_rate}, {"backend", to_string(backend)}, {"backend_runs_it", runs.ok()}}
-                     .dump()
-              << "\n";
+    std::cout << report.json() << "\n";
   } else {
     std::cout << "cofuse sim  " << d.to_string() << "\n"
               << "schedule    " << schedule_name(schedule)
               << (schedule_name(schedule) == schedule.to_string() ? "" : " = " + schedule.to_string()) << "\n"
               << "profile     " << profile.name << (profile.validated ? " (measured)" : " (from datasheets, NOT validated)")
-              << ": " << (planning.calibration ? planning.source : profile.description) << "\n"
-              << "gemm        " << gemm_rate << "\n"
-              << "backend     " << to_string(backend)
-              << (runs.ok() ? " (the profile's) runs this schedule" : " (the profile's) does not run it: " + runs.message())
+              << ": " << (report.planning.calibration ? report.planning.source : profile.description) << "\n"
+              << "gemm        " << report.gemm_rate << "\n"
+              << "backend     " << to_string(report.backend)
+              << (report.backend_runs.ok() ? " (the profile's) runs this schedule"
+                                           : " (the profile's) does not run it: " + report.backend_runs.message())
               << "\n"
               << "predicted   " << ms(r.makespan_s) << " ms; serial " << ms(l.serial_s) << " ms; speedup " << std::fixed
               << std::setprecision(2) << l.serial_s / r.makespan_s << "x; overlap efficiency max(G, M) / T = "
               << l.ideal_s / r.makespan_s << "\n"
-              << "busy        compute " << ms(compute_busy) << " ms, communication in flight " << ms(comm_busy)
-              << " ms (slowest rank of each)\n"
+              << "busy        compute " << ms(report.compute_busy_s) << " ms, communication in flight "
+              << ms(report.comm_busy_s) << " ms (slowest rank of each)\n"
               << "losses      G (GEMM alone) " << ms(l.gemm_alone_s) << "  M (collective alone) " << ms(l.comm_alone_s)
               << "  ideal " << ms(l.ideal_s) << " ms\n"
               << "            DIL " << ms(l.dil_s) << "  CIL " << ms(l.cil_s) << "  exposed communication "

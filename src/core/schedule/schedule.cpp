@@ -202,4 +202,10 @@ std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<
   return out;
 }
 
+std::string schedule_name(const Schedule& schedule) {
+  for (const Preset& p : presets())
+    if (p.schedule == schedule) return p.name;
+  return schedule.to_string();
+}
+
 }  // namespace cofuse

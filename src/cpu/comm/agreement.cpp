@@ -39,11 +39,21 @@ std::string format_ranks(const std::vector<int>& ranks) {
   return out.str();
 }
 
-void agree_fields(MPI_Comm comm, const std::string& what, const std::vector<AgreedField>& fields) {
-  // min == max over ranks  <=>  max(h) == ~max(~h): one MAX allreduce answers both.
+void agree_fields(MPI_Comm comm, const std::string& what, const std::vector<AgreedField>& fields,
+                  const Status& failure) {
+  // min == max over ranks  <=>  max(h) == ~max(~h): one MAX allreduce answers both, and the
+  // third word names the highest failing rank (+1; 0 = none).
   const uint64_t h = digest(fields);
-  uint64_t words[2] = {h, ~h};
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, words, 2, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce (agreement)");
+  const uint64_t failed = failure.ok() ? 0 : static_cast<uint64_t>(comm_rank(comm)) + 1;
+  uint64_t words[3] = {h, ~h, failed};
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, words, 3, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce (agreement)");
+  if (words[2] > 0) {
+    const int root = static_cast<int>(words[2] - 1);
+    int code = static_cast<int>(failure.code());
+    mpi_check(MPI_Bcast(&code, 1, MPI_INT, root, comm), "MPI_Bcast (agreement)");
+    const std::string message = broadcast_text(comm, failure.message(), root);
+    throw Error(static_cast<ErrorCode>(code), "rank " + std::to_string(root) + ": " + message);
+  }
   if (words[0] == ~words[1]) return;
 
   // Someone differs: every rank gathers every field and builds the same message.

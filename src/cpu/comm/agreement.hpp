@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/status.hpp"
+
 namespace cofuse::detail {
 
 struct AgreedField {
@@ -27,7 +29,12 @@ struct AgreedField {
 ///   "<what>: ranks disagree about the operation: M: 128 on ranks 0,2, 256 on rank 1; dtype: ..."
 /// `what` must be the same on every rank (not, say, the op name, which may be what differs).
 /// All ranks must pass the same number of fields (the same cofuse build).
-void agree_fields(MPI_Comm comm, const std::string& what, const std::vector<AgreedField>& fields);
+/// failure: this rank's verdict on the call it is about to make (a binding that could not read
+/// its arguments, say), carried in the same allreduce. When any rank's is not ok, every rank
+/// throws, before comparing fields, the same Error: the highest failing rank's code and
+/// "rank R: <its message>" (one broadcast from that rank, only then).
+void agree_fields(MPI_Comm comm, const std::string& what, const std::vector<AgreedField>& fields,
+                  const Status& failure = Status::Ok());
 
 /// Formats a sorted list of ranks compactly: "rank 3", "ranks 0-2,5".
 std::string format_ranks(const std::vector<int>& ranks);

@@ -29,12 +29,12 @@ int comm_size(MPI_Comm comm) {
   return size;
 }
 
-std::string broadcast_text(MPI_Comm comm, const std::string& text) {
+std::string broadcast_text(MPI_Comm comm, const std::string& text, int root) {
   long long length = static_cast<long long>(text.size());
-  mpi_check(MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast");
+  mpi_check(MPI_Bcast(&length, 1, MPI_LONG_LONG, root, comm), "MPI_Bcast");
   if (length > INT32_MAX) throw Error(ErrorCode::invalid_argument, "broadcast_text: more than 2 GiB");
-  std::string out = comm_rank(comm) == 0 ? text : std::string(static_cast<std::size_t>(length), '\0');
-  if (length > 0) mpi_check(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, 0, comm), "MPI_Bcast");
+  std::string out = comm_rank(comm) == root ? text : std::string(static_cast<std::size_t>(length), '\0');
+  if (length > 0) mpi_check(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, root, comm), "MPI_Bcast");
   return out;
 }
 

@@ -20,8 +20,8 @@ MPI_Datatype mpi_type(DType dtype);
 int comm_rank(MPI_Comm comm);
 int comm_size(MPI_Comm comm);
 
-/// Collective: rank 0's `text` on every rank (the others' argument is ignored); a length
+/// Collective: rank `root`'s `text` on every rank (the others' argument is ignored); a length
 /// broadcast, then the bytes. For what every rank must hold byte for byte (a file, a plan).
-std::string broadcast_text(MPI_Comm comm, const std::string& text);
+std::string broadcast_text(MPI_Comm comm, const std::string& text, int root = 0);
 
 }  // namespace cofuse::detail

@@ -49,10 +49,15 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
 
 }  // namespace
 
-void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values) {
+void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values,
+                  const Status& local) {
   std::vector<detail::AgreedField> fields;
   for (const auto& [name, value] : values) fields.push_back({name, value, {}});
-  detail::agree_fields(detail::comm_state(comm).comm, what, fields);
+  detail::CommState& state = detail::comm_state(comm);
+  // A collective like any call: a peer that stalls before it must not hang this rank.
+  const detail::CallDeadline deadline(state, -1, what + ", agreeing on the call",
+                                      [] { return std::string("waiting in the agreement (one allreduce)"); });
+  detail::agree_fields(state.comm, what, fields, local);
 }
 
 void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
@@ -63,7 +68,11 @@ void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
 Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
     : desc_(desc) {
   detail::CommState& state = detail::comm_state(comm);
-  detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
+  {
+    const detail::CallDeadline deadline(state, settings.deadline_s, desc.to_string() + ", agreeing on the operation",
+                                        [] { return std::string("waiting in the agreement (one allreduce)"); });
+    detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
+  }
   throw_if_error(can_run(Backend::cpu_mpi, desc, schedule));
   if (desc.ranks != state.size)
     throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +
@@ -84,9 +93,13 @@ const std::vector<TaskTime>& Operation::task_times() const { return executor_->t
 
 RunStats Operation::execute(const OpBuffers& buffers) { return execute_with(buffers, false); }
 
+RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check) {
+  return execute_with(buffers, false, caller_check);
+}
+
 RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return execute_with(buffers, true); }
 
-RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only) {
+RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
   const auto start = std::chrono::steady_clock::now();
   // Armed before the first collective: a dead peer can hang the buffer check too.
   const detail::CallDeadline deadline(*state_, executor_->settings().deadline_s,
@@ -97,7 +110,9 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only) {
   std::optional<Error> failure;
   const std::string op = std::string(to_string(desc_.op)) + ": ";
   const std::string problem = detail::buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite);
-  if (!problem.empty()) failure = Error(ErrorCode::invalid_argument, op + problem + " on rank " + std::to_string(state_->rank));
+  if (!caller_check.ok())
+    failure = Error(caller_check.code(), op + caller_check.message() + " on rank " + std::to_string(state_->rank));
+  else if (!problem.empty()) failure = Error(ErrorCode::invalid_argument, op + problem + " on rank " + std::to_string(state_->rank));
   void* work = nullptr;
   if (!failure) {
     try {

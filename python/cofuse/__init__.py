@@ -1,0 +1,184 @@
+"""cofuse: fused AllGather+GEMM, GEMM+ReduceScatter and GEMM+AllReduce for tensor-parallel
+layers, with schedules you can read, predict and measure. docs/python.md has all of it.
+
+Every op is COLLECTIVE over its mpi4py communicator: every rank calls it, in the same order.
+A bad argument on any rank raises cofuse.Error on every rank (the failing rank's message,
+prefixed "rank R: "), never a hang; a peer that stalls ends the job at the deadline
+($COFUSE_DEADLINE_S, default 600 s), as in C++.
+"""
+import atexit as _atexit
+import json as _json
+
+# mpi4py initialises MPI when its MPI module is imported (MPI_THREAD_MULTIPLE unless
+# mpi4py.rc.thread_level says otherwise); cofuse never initialises MPI itself.
+from mpi4py import MPI as _MPI  # noqa: F401
+
+from . import _cofuse
+from ._arrays import dtype_name as _dtype_name
+from ._arrays import is_tensor as _is_tensor
+from ._arrays import to_buffer as _to_buffer
+from ._arrays import wrap as _wrap
+from ._cofuse import Error
+
+__version__ = _cofuse.__version__
+__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Operation", "plan", "simulate", "deadline", "Error"]
+
+# Operations still alive when the interpreter exits are destroyed while MPI can still free what
+# they hold: this hook runs before mpi4py finalises MPI.
+_atexit.register(_cofuse.release_all)
+
+
+def _gathered_arg(gathered):
+    return gathered if gathered is None or isinstance(gathered, bool) else _to_buffer(gathered, "gathered")
+
+
+def _call(op, a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered):
+    result = _cofuse.call(op, _to_buffer(a, "a"), _to_buffer(b, "b"), comm, axis, trans_a, trans_b, schedule, profile,
+                          None if out is None else _to_buffer(out, "out"), _gathered_arg(gathered))
+    torch_like = _is_tensor(a)
+    if gathered is True:
+        return _wrap(result[0], torch_like, out), _wrap(result[1], torch_like, None)
+    return _wrap(result, torch_like, out)
+
+
+def ag_gemm(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="auto", out=None, gathered=None,
+            profile=None):
+    """C_r = AllGather(op(A)) · op(B_r), fused. Collective over comm.
+
+    a, b: this rank's A_r and B_r (numpy arrays or torch CPU tensors, float32 or float64,
+      C-contiguous), shaped as docs/ops.md says: axis "m": op(a) [M/P, K], op(b) [K, N/P];
+      axis "k": op(a) [M, K/P], op(b) [K, N/P]. Global M, N, K are inferred from these and
+      P = comm.size.
+    comm: an mpi4py.MPI.Comm.
+    trans_a, trans_b: a (b) is stored transposed; op(x) is then x.T.
+    schedule: "auto" (the planner's choice on this machine's calibration, then tuned on the
+      first calls: docs/planner.md), a preset ("serial", "hetero-unfused-1d", ...) or a
+      schedule string ("overlap=chunk,chunks=4,...").
+    out: where C_r [M, N/P] goes (written in place); None = a new array or tensor.
+    gathered: None; True = also return the gathered op(A) [M, K] (stored like a); or an array
+      to write it into.
+    profile: the machine profile "auto" plans on (a shipped name or a file); None = the rule
+      ($COFUSE_PROFILE, else a calibration of comm, measured once and cached).
+    Returns C_r, or (C_r, gathered) when gathered is True.
+    """
+    return _call("ag_gemm", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered)
+
+
+def gemm_rs(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="auto", out=None, profile=None):
+    """C_r = block r of Σ_j op(A_j)·op(B_j), fused. Collective over comm.
+
+    a, b: op(a) [M, K/P], op(b) [K/P, N]. axis "m": C_r is rows block r [M/P, N]; axis "n":
+    columns block r [M, N/P]. Other arguments as ag_gemm.
+    """
+    return _call("gemm_rs", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, None)
+
+
+def gemm_ar(a, b, comm, *, trans_a=False, trans_b=False, schedule="auto", out=None, profile=None):
+    """C = Σ_j op(A_j)·op(B_j) on every rank, fused. Collective over comm.
+
+    a, b: op(a) [M, K/P], op(b) [K/P, N]; C [M, N]. Other arguments as ag_gemm.
+    """
+    return _call("gemm_ar", a, b, comm, "", trans_a, trans_b, schedule, profile, out, None)
+
+
+class Operation:
+    """One op bound to a communicator, for calls made again and again: the checks, agreement,
+    planning (and with "auto" the tuning) happen once, at construction; each call then costs
+    the op itself and one small allreduce (the ranks' verdict on their buffers).
+
+    Operation(op, m, n, k, comm, *, dtype="float32", axis=None, trans_a=False, trans_b=False,
+              schedule="auto", profile=None)
+      op: "ag_gemm", "gemm_rs" or "gemm_ar". m, n, k: the GLOBAL sizes of C[M,N] = op(A)·op(B).
+      comm: an mpi4py.MPI.Comm (its size is P). dtype: "float32"/"float64", or a numpy or
+      torch dtype. axis: the sharded axis (None = "m"; gemm_ar has none).
+      schedule: as ag_gemm. profile: the profile "auto" plans on, or a fixed schedule is
+      predicted on (None: auto uses the rule; a fixed schedule gets no prediction).
+    Collective, like every method that runs the op. Use it in a `with` block, or close() it,
+    to free its plan and progress thread at once.
+
+    op(a, b, out=None, gathered=None) runs it (shapes: .local_shapes) and returns out.
+    .schedule, .schedule_name: what the next call runs. .decided_by: "given", or auto's
+    "tuning" (still measuring), "database", "model" or "measurement". .predicted_ms: the
+    model's prediction (None without one). .explain(): where the profile came from, the pick
+    and how it settled. .last_stats: the last call's times in ms (total, gemm, comm, exposed).
+    """
+
+    def __init__(self, op, m, n, k, comm, *, dtype="float32", axis=None, trans_a=False, trans_b=False,
+                 schedule="auto", profile=None):
+        self._op = _cofuse.Operation(op, m, n, k, comm, _dtype_name(dtype), axis or "", trans_a, trans_b, schedule,
+                                     profile)
+
+    def __call__(self, a, b, out=None, gathered=None):
+        result = self._op(_to_buffer(a, "a"), _to_buffer(b, "b"), None if out is None else _to_buffer(out, "out"),
+                          _gathered_arg(gathered))
+        torch_like = _is_tensor(a)
+        if gathered is True:
+            return _wrap(result[0], torch_like, out), _wrap(result[1], torch_like, None)
+        return _wrap(result, torch_like, out)
+
+    schedule = property(lambda self: self._op.schedule, doc="The schedule the next call runs (string form).")
+    schedule_name = property(lambda self: self._op.schedule_name, doc="Its preset name, or the string form.")
+    decided_by = property(lambda self: self._op.decided_by, doc="How the schedule was decided.")
+    predicted_ms = property(lambda self: self._op.predicted_ms, doc="The model's prediction in ms, or None.")
+    last_stats = property(lambda self: self._op.last_stats, doc="The last call's times, ms.")
+    local_shapes = property(lambda self: self._op.local_shapes, doc="This rank's shapes of a, b, out (, gathered).")
+    description = property(lambda self: self._op.description, doc="The op, global sizes, dtype, layout, ranks.")
+    closed = property(lambda self: self._op.closed, doc="Whether close() (or the communicator's end) released it.")
+
+    def explain(self):
+        """One paragraph: the profile, the model's pick, how the schedule settled."""
+        return self._op.explain()
+
+    def close(self):
+        """Frees the op's plan and progress thread now (not collective); later calls raise."""
+        self._op.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"schedule {self.schedule_name}"
+        return f"<cofuse.Operation {self.description}, {state}>"
+
+
+def deadline(comm, seconds, what="python code"):
+    """A deadline over a whole block, for `with cofuse.deadline(comm, 60, "training step"):`.
+
+    Everything this rank does inside the block (cofuse calls on comm, and the caller's own MPI
+    calls between them: mpi4py collectives, torch.distributed on another transport does not
+    count) must end within `seconds`, else the rank prints what it waits for and the job is
+    aborted (exit 124). Without it, a peer that stalls OUTSIDE a cofuse call hangs the others'
+    next collective forever; each cofuse call alone is bounded by $COFUSE_DEADLINE_S.
+    seconds: > 0; 0 = none; < 0 = $COFUSE_DEADLINE_S, else 600. what: names the block in the
+    report. Guards do not nest; the first on a communicator is collective.
+    """
+    return _cofuse.Deadline(comm, float(seconds), what)
+
+
+def plan(op, m, n, k, ranks, *, dtype="float32", axis=None, trans_a=False, trans_b=False, profile=None,
+         schedule="auto", top=10, rank=0):
+    """What the planner makes of an op, without MPI (any rank count, any machine's profile).
+
+    schedule "auto": the dict `cofuse plan --schedule auto --json` prints: the choice, why, the
+    predictions of the `top` best candidates (serial and the choice always among them).
+    A given schedule: {"op", "schedule", "schedule_name", "plan"}, "plan" being rank `rank`'s
+    task plan as text.
+    """
+    result = _cofuse.plan(op, m, n, k, ranks, _dtype_name(dtype), axis or "", trans_a, trans_b, profile, schedule, top,
+                          rank)
+    if isinstance(result, str):
+        return _json.loads(result)
+    desc, schedule_text, name, tasks = result
+    return {"op": desc, "schedule": schedule_text, "schedule_name": name, "plan": tasks}
+
+
+def simulate(op, m, n, k, ranks, *, dtype="float32", axis=None, trans_a=False, trans_b=False, schedule="serial",
+             profile=None):
+    """The simulator's prediction of one schedule, without MPI: the dict `cofuse sim --json`
+    prints (makespan_ms, speedup_vs_serial, overlap_efficiency, losses_ms, ...)."""
+    return _json.loads(_cofuse.simulate(op, m, n, k, ranks, _dtype_name(dtype), axis or "", trans_a, trans_b, profile,
+                                        schedule))

@@ -1,0 +1,263 @@
+"""PyTorch tensor-parallel layers on cofuse's fused ops, and drop-in forms of PyTorch's
+async-TP ops (docs/python.md).
+
+Megatron-LM's conventions: a linear layer computes y = x·Wᵀ + b with W [out, in]; T tokens;
+P = comm.size; rank r. SP = sequence parallelism: the layer's replicated side is split along
+tokens instead. Which fused op serves which GEMM is docs/training.md's table:
+
+  ColumnParallelLinear  weight [out/P, in] (rows block r), bias [out/P]
+    forward   no SP: local GEMM        SP: ag_gemm (gather x along tokens, keep it for wgrad)
+    dgrad     no SP: gemm_ar           SP: gemm_rs (dx = token block r)
+    wgrad     local GEMM on the (gathered) input
+  RowParallelLinear     weight [out, in/P] (columns block r), bias [out] (whole)
+    forward   no SP: gemm_ar           SP: gemm_rs (y = token block r)
+    dgrad     no SP: local GEMM        SP: ag_gemm (gather dy along tokens, keep it for wgrad)
+    wgrad     local GEMM on the (gathered) dy
+
+Every forward and backward is COLLECTIVE over the layer's communicator: every rank runs the
+same model on the same number of tokens. CPU tensors, float32 or float64.
+"""
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import cofuse as _cofuse
+
+
+def _contiguous(t):
+    return t if t.is_contiguous() else t.contiguous()
+
+
+class _ColumnParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer):
+        if layer.sequence_parallel:  # y = AllGather(x) · Wᵀ, the gathered x kept for wgrad
+            y, x_full = _cofuse.ag_gemm(_contiguous(x), weight, layer.comm, trans_b=True, gathered=True,
+                                        schedule=layer.schedule, profile=layer.profile)
+        else:
+            x_full = x
+            y = torch.matmul(x, weight.t())
+        if bias is not None:
+            y += bias
+        ctx.layer = layer
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(x_full, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        layer = ctx.layer
+        x_full, weight = ctx.saved_tensors
+        dy = _contiguous(dy)
+        # dx = Σ_r dy_r·W_r: all-reduced (no SP), or scattered along tokens (SP)
+        if layer.sequence_parallel:
+            dx = _cofuse.gemm_rs(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
+        else:
+            dx = _cofuse.gemm_ar(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
+        dw = torch.matmul(dy.t(), x_full)
+        db = dy.sum(0) if ctx.has_bias else None
+        return dx, dw, db, None
+
+
+class _RowParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer):
+        x = _contiguous(x)
+        # y = Σ_r x_r·W_rᵀ: all-reduced (no SP), or scattered along tokens (SP)
+        op = _cofuse.gemm_rs if layer.sequence_parallel else _cofuse.gemm_ar
+        y = op(x, weight, layer.comm, trans_b=True, schedule=layer.schedule, profile=layer.profile)
+        if bias is not None:
+            y += bias
+        ctx.layer = layer
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(x, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        layer = ctx.layer
+        x, weight = ctx.saved_tensors
+        dy = _contiguous(dy)
+        if layer.sequence_parallel:  # dx = AllGather(dy) · W_r, the gathered dy kept for wgrad
+            dx, dy_full = _cofuse.ag_gemm(dy, weight, layer.comm, gathered=True, schedule=layer.schedule,
+                                          profile=layer.profile)
+        else:
+            dy_full = dy
+            dx = torch.matmul(dy, weight)
+        dw = torch.matmul(dy_full.t(), x)
+        db = dy_full.sum(0) if ctx.has_bias else None  # the whole bias's gradient, alike on every rank
+        return dx, dw, db, None
+
+
+class _ParallelLinear(nn.Module):
+    def __init__(self, in_features, out_features, comm, *, bias, sequence_parallel, dtype, schedule, profile, seed,
+                 split):
+        super().__init__()
+        self.comm = comm
+        self.world = comm.Get_size()
+        self.rank = comm.Get_rank()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.sequence_parallel = sequence_parallel
+        self.schedule = schedule
+        self.profile = profile
+        self._split = split  # "rows" (column-parallel) or "columns" (row-parallel)
+        split_size = out_features if split == "rows" else in_features
+        if split_size % self.world:
+            raise _cofuse.Error(f"{type(self).__name__}: {'out' if split == 'rows' else 'in'}_features={split_size} "
+                                f"is not divisible by the communicator's {self.world} ranks")
+        shape = [out_features // self.world, in_features] if split == "rows" else [out_features, in_features // self.world]
+        self.weight = nn.Parameter(torch.empty(shape, dtype=dtype))
+        bias_size = out_features // self.world if split == "rows" else out_features
+        self.bias = nn.Parameter(torch.empty(bias_size, dtype=dtype)) if bias else None
+        self.reset_parameters(seed)
+
+    def reset_parameters(self, seed=0):
+        """nn.Linear's initialisation (uniform in ±1/sqrt(in_features)) of the WHOLE weight and
+        bias from `seed`, the same on every rank, then this rank's shard: any P gives one model."""
+        g = torch.Generator().manual_seed(seed)
+        bound = 1.0 / math.sqrt(self.in_features)
+        weight = (torch.rand(self.out_features, self.in_features, generator=g, dtype=torch.float64) * 2 - 1) * bound
+        bias = (torch.rand(self.out_features, generator=g, dtype=torch.float64) * 2 - 1) * bound
+        self.load_whole(weight, bias)
+
+    def load_whole(self, weight, bias=None):
+        """Sets this rank's shard from the WHOLE weight [out, in] (and bias [out])."""
+        with torch.no_grad():
+            self.weight.copy_(self.shard_weight(weight))
+            if self.bias is not None and bias is not None:
+                self.bias.copy_(self.shard_bias(bias))
+
+    def shard_weight(self, whole):
+        """This rank's block of a whole [out, in] tensor (a weight or its gradient)."""
+        if self._split == "rows":
+            return whole.chunk(self.world, 0)[self.rank]
+        return whole.chunk(self.world, 1)[self.rank]
+
+    def shard_bias(self, whole):
+        """This rank's part of a whole [out] bias: its block (column-parallel) or all of it (row)."""
+        return whole.chunk(self.world, 0)[self.rank] if self._split == "rows" else whole
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, ranks={self.world}, "
+                f"bias={self.bias is not None}, sequence_parallel={self.sequence_parallel}, schedule={self.schedule!r}")
+
+
+class ColumnParallelLinear(_ParallelLinear):
+    """y = x·Wᵀ + b with W's rows split over the ranks.
+
+    weight: [out/P, in] (rows block r of W); bias: [out/P]. forward(x): x is [T, in]
+    (replicated) or, with sequence_parallel, [T/P, in] (token block r); returns [T, out/P].
+    schedule: of every fused GEMM ("auto": planned on this machine and tuned on the first
+    calls); profile: the profile auto plans on (None = the rule: a calibration of comm).
+    seed: the whole weight's initialisation (reset_parameters).
+    """
+
+    def __init__(self, in_features, out_features, comm, *, bias=True, sequence_parallel=False, dtype=torch.float32,
+                 schedule="auto", profile=None, seed=0):
+        super().__init__(in_features, out_features, comm, bias=bias, sequence_parallel=sequence_parallel, dtype=dtype,
+                         schedule=schedule, profile=profile, seed=seed, split="rows")
+
+    def forward(self, x):
+        return _ColumnParallel.apply(x, self.weight, self.bias, self)
+
+
+class RowParallelLinear(_ParallelLinear):
+    """y = x·Wᵀ + b with W's columns split over the ranks.
+
+    weight: [out, in/P] (columns block r of W); bias: [out] (whole, added once after the
+    reduction). forward(x): x is [T, in/P]; returns [T, out] (all-reduced) or, with
+    sequence_parallel, [T/P, out] (token block r). Other arguments as ColumnParallelLinear.
+    """
+
+    def __init__(self, in_features, out_features, comm, *, bias=True, sequence_parallel=False, dtype=torch.float32,
+                 schedule="auto", profile=None, seed=0):
+        super().__init__(in_features, out_features, comm, bias=bias, sequence_parallel=sequence_parallel, dtype=dtype,
+                         schedule=schedule, profile=profile, seed=seed, split="columns")
+
+    def forward(self, x):
+        return _RowParallel.apply(x, self.weight, self.bias, self)
+
+
+class TensorParallelMLP(nn.Module):
+    """The transformer MLP: ColumnParallelLinear(hidden -> ffn), GeLU (tanh form),
+    RowParallelLinear(ffn -> hidden), both with bias. forward(x): x [T, hidden], or [T/P,
+    hidden] with sequence_parallel; returns the same shape. seed: the whole weights' start
+    (the column layer takes seed, the row layer seed + 1), so any P gives one model."""
+
+    def __init__(self, hidden, ffn, comm, *, sequence_parallel=False, dtype=torch.float32, schedule="auto",
+                 profile=None, seed=0):
+        super().__init__()
+        common = dict(sequence_parallel=sequence_parallel, dtype=dtype, schedule=schedule, profile=profile)
+        self.fc1 = ColumnParallelLinear(hidden, ffn, comm, seed=seed, **common)
+        self.fc2 = RowParallelLinear(ffn, hidden, comm, seed=seed + 1, **common)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+# ---- drop-in forms of torch.ops.symm_mem's async-TP ops, with an mpi4py communicator ----
+
+def _as_rows(t, dim):
+    """t with `dim` moved first and every dimension but the last folded into it: [rows, last]."""
+    moved = t.movedim(dim, 0)
+    return _contiguous(moved).reshape(-1, t.shape[-1]), moved.shape
+
+
+def fused_all_gather_matmul(a_shard, bs, gather_dim, comm, *, return_a=True, return_A=None, schedule="auto"):
+    """all_gather(a_shard, gather_dim) @ B for every B in bs, the gather overlapped with the
+    first GEMM (cofuse.ag_gemm; the others multiply the gathered A). As
+    torch.ops.symm_mem.fused_all_gather_matmul, with comm where it takes a group name.
+
+    a_shard: [..., K], gathered along gather_dim (not the last dimension); bs: [K, N_i]
+    matrices, the same on every rank. Returns (A or None, [A @ B_i]), A being the gathered
+    a_shard. return_A is accepted as a synonym of return_a (PyTorch's spelling).
+    """
+    if return_A is not None:
+        return_a = return_A
+    dim = gather_dim % a_shard.dim()
+    if dim == a_shard.dim() - 1:
+        a_rows = "a_shard: gathering along its last dimension (K) is not supported: gather_dim must be another"
+        moved_shape = None
+    else:
+        a_rows, moved_shape = _as_rows(a_shard, dim)
+    world = comm.Get_size()
+    outputs = []
+    first, gathered = _cofuse.ag_gemm(a_rows, _contiguous(bs[0]), comm, gathered=True, schedule=schedule)
+    for i, b in enumerate(bs):
+        rows = first if i == 0 else torch.matmul(gathered, b)
+        shape = (moved_shape[0] * world, *moved_shape[1:-1], rows.shape[-1])
+        outputs.append(rows.reshape(shape).movedim(0, dim))
+    a = gathered.reshape(moved_shape[0] * world, *moved_shape[1:]).movedim(0, dim) if return_a else None
+    return a, outputs
+
+
+def fused_matmul_reduce_scatter(a, b, reduce_op, scatter_dim, comm, *, schedule="auto"):
+    """reduce_scatter(a @ b, reduce_op, scatter_dim), the scatter overlapped with the GEMM
+    (cofuse.gemm_rs). As torch.ops.symm_mem.fused_matmul_reduce_scatter, with comm where it
+    takes a group name.
+
+    a: [..., K_local] (this rank's partial), b: [K_local, N]; reduce_op "sum" or "avg";
+    scatter_dim: any dimension of the result [..., N]. Returns this rank's block of the result.
+    """
+    world = comm.Get_size()
+    out_dims = a.dim()
+    dim = scatter_dim % out_dims
+    b = _contiguous(b)
+    if reduce_op not in ("sum", "avg"):
+        a_rows, moved_shape, axis = f"reduce_op {reduce_op!r} is not supported: 'sum' or 'avg'", None, "m"
+    elif dim != out_dims - 1 and a.shape[dim] % world:
+        a_rows, moved_shape, axis = (f"scatter_dim {scatter_dim}: the result's size {a.shape[dim]} there is not divisible "
+                                     f"by the communicator's {world} ranks"), None, "m"
+    elif dim == out_dims - 1:  # the columns: gemm_rs along n
+        a_rows, moved_shape, axis = _contiguous(a).reshape(-1, a.shape[-1]), None, "n"
+    else:
+        (a_rows, moved_shape), axis = _as_rows(a, dim), "m"
+    c = _cofuse.gemm_rs(a_rows, b, comm, axis=axis, schedule=schedule)
+    if reduce_op == "avg":
+        c /= world
+    if axis == "n":
+        return c.reshape(*a.shape[:-1], c.shape[-1])
+    return c.reshape(moved_shape[0] // world, *moved_shape[1:-1], c.shape[-1]).movedim(0, dim)

@@ -1,0 +1,55 @@
+// The communicator side of the Python package: an mpi4py.MPI.Comm as an MPI_Comm, and what the
+// package keeps per communicator (the functional ops' Operations, resolved profiles, and every
+// live handle, so that freeing the communicator, or MPI_Finalize, releases them first).
+#pragma once
+
+#include <mpi.h>
+#include <pybind11/pybind11.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cofuse/calibrate.hpp"
+
+namespace cofuse::py {
+
+class OpHandle;
+
+/// The MPI_Comm inside an mpi4py.MPI.Comm. Not collective, never throws: a problem (not a
+/// Comm, MPI not initialised or finalised, MPI_COMM_NULL) is returned as a message, "" when
+/// the communicator is usable, so the caller can agree on it with the other ranks when it can.
+/// comm: out, set when usable.
+std::string read_comm(pybind11::handle object, MPI_Comm& comm);
+
+/// Like read_comm, but for a use where no collective can help (no usable communicator means
+/// no other rank to tell): throws cofuse.Error(invalid_argument).
+MPI_Comm comm_or_throw(pybind11::handle object);
+
+/// What the package keeps on one communicator, as an MPI attribute: created on first use,
+/// destroyed with the communicator (MPI_Comm_free, or MPI_Finalize for MPI_COMM_WORLD).
+struct CommCache {
+  MPI_Comm comm = MPI_COMM_NULL;  // the caller's
+  /// The functional ops' Operations, by the whole call's key (op, sizes, layout, schedule,
+  /// profile). Every rank makes the same calls, so every rank's map holds the same keys.
+  std::map<std::string, std::shared_ptr<OpHandle>> ops;
+  /// Profiles resolved by planning_profile(), by the profile argument ("" = the rule's default).
+  std::map<std::string, PlanningProfile> profiles;
+  /// Every handle built on this communicator (the functional ones and cofuse.Operation's), to
+  /// release when the communicator goes.
+  std::vector<std::weak_ptr<OpHandle>> handles;
+};
+
+/// The cache on `comm`; created on first use (not collective).
+CommCache& comm_cache(MPI_Comm comm);
+
+/// The profile for `flag` on `comm`, resolved once (planning_profile: COLLECTIVE the first time
+/// for a flag, and every rank asks for the same flags in the same order).
+const PlanningProfile& cached_profile(MPI_Comm comm, const std::string& flag);
+
+/// Releases every handle on every communicator (the package's atexit hook, which runs before
+/// mpi4py finalises MPI): their Operations are destroyed while MPI can still free their types.
+void release_all();
+
+}  // namespace cofuse::py

@@ -1,0 +1,293 @@
+#include "py_operation.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "cofuse/simulate.hpp"
+#include "py_comm.hpp"
+
+namespace cofuse::py {
+
+namespace {
+
+namespace pyb = pybind11;
+
+std::string shape(int64_t rows, int64_t cols) { return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]"; }
+
+// The request's op and axis, or what is wrong with them.
+Status parse_request(const OpRequest& request, OpDesc& desc) {
+  const std::optional<OpKind> op = parse_op(request.op);
+  if (!op) return {ErrorCode::invalid_argument, "unknown op '" + request.op + "' (ag_gemm, gemm_rs or gemm_ar)"};
+  desc.op = *op;
+  desc.axis = default_axis(*op);
+  if (!request.axis.empty()) {
+    const std::optional<Axis> axis = parse_axis(request.axis);
+    if (!axis) return {ErrorCode::invalid_argument, "unknown axis '" + request.axis + "' (m, n or k)"};
+    desc.axis = *axis;
+  }
+  desc.trans_a = request.trans_a;
+  desc.trans_b = request.trans_b;
+  if (request.schedule != "auto") {
+    Status error;
+    if (!Schedule::parse(request.schedule, &error)) return error;
+  }
+  return {};
+}
+
+// The schedule a fixed request names (parse_request accepted it).
+Schedule fixed_schedule(const OpRequest& request) { return *Schedule::parse(request.schedule); }
+
+// The stable text of a request's schedule (canonical form) and profile, which the ranks must
+// agree on beside the description.
+std::string schedule_key(const OpRequest& request) {
+  const std::string schedule = request.schedule == "auto" ? "auto" : fixed_schedule(request).to_string();
+  return schedule + "|" + (request.profile ? "profile=" + *request.profile : "default-profile");
+}
+
+int64_t text_hash(const std::string& text) { return static_cast<int64_t>(std::hash<std::string>{}(text) >> 1); }
+
+}  // namespace
+
+Status describe(const OpRequest& request, int64_t m, int64_t n, int64_t k, const std::string& dtype, int ranks,
+                OpDesc& desc) {
+  if (Status st = parse_request(request, desc); !st.ok()) return st;
+  const std::optional<DType> type = parse_dtype(dtype == "float32" ? "f32" : dtype == "float64" ? "f64" : dtype);
+  if (!type) return {ErrorCode::invalid_argument, "unknown dtype '" + dtype + "' (float32 or float64)"};
+  desc.dtype = *type;
+  desc.m = m;
+  desc.n = n;
+  desc.k = k;
+  desc.ranks = ranks;
+  return desc.validate();
+}
+
+Status describe_from(const OpRequest& request, const Matrix& a, const Matrix& b, int ranks, OpDesc& desc) {
+  if (Status st = parse_request(request, desc); !st.ok()) return st;
+  if (a.dtype != b.dtype)
+    return {ErrorCode::invalid_argument, request.op + ": a is " + numpy_name(a.dtype) + " but b is " + numpy_name(b.dtype) +
+                                             ": both operands must have one dtype"};
+  desc.dtype = a.dtype;
+  desc.ranks = ranks;
+  // op(X): the matrix the op multiplies, X or its transpose.
+  const int64_t a_rows = desc.trans_a ? a.cols : a.rows, a_cols = desc.trans_a ? a.rows : a.cols;
+  const int64_t b_rows = desc.trans_b ? b.cols : b.rows, b_cols = desc.trans_b ? b.rows : b.cols;
+  const int64_t p = ranks;
+  // Per docs/ops.md: which local dimension is a block of which global size.
+  int64_t k_a = 0;  // K as op(a) gives it, to compare with op(b)'s rows
+  std::string b_rows_mean;
+  if (desc.op == OpKind::ag_gemm && desc.axis == Axis::m) {
+    desc.m = a_rows * p, desc.k = a_cols, desc.n = b_cols * p, k_a = a_cols, b_rows_mean = "K (op(a)'s columns)";
+  } else if (desc.op == OpKind::ag_gemm && desc.axis == Axis::k) {
+    desc.m = a_rows, desc.k = a_cols * p, desc.n = b_cols * p, k_a = a_cols * p, b_rows_mean = "K = P x op(a)'s columns";
+  } else if (desc.op == OpKind::ag_gemm) {
+    return {ErrorCode::invalid_argument, "ag_gemm gathers along axis m or k, not " + std::string(to_string(desc.axis))};
+  } else {
+    desc.m = a_rows, desc.k = a_cols * p, desc.n = b_cols, k_a = a_cols, b_rows_mean = "K/P (op(a)'s columns)";
+  }
+  if (b_rows != k_a) {
+    const std::string layout = std::string(to_string(desc.op)) + (desc.axis == Axis::none ? "" : std::string(" (axis ") + to_string(desc.axis) + ")");
+    return {ErrorCode::invalid_argument, layout + ": op(a) is " + shape(a_rows, a_cols) + " and op(b) is " +
+                                             shape(b_rows, b_cols) + " on " + std::to_string(ranks) +
+                                             " ranks, but op(b) must have " + b_rows_mean + " = " + std::to_string(k_a) +
+                                             " rows (docs/ops.md gives each rank's shapes)"};
+  }
+  return desc.validate();
+}
+
+OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request) : desc_(desc) {
+  agree_values(comm, "cofuse.Operation", {}, parsed);
+  const bool automatic = request.schedule == "auto";
+  const std::string flag = request.profile.value_or("");
+  if (automatic) {
+    AutoOptions options;
+    options.who = "the Python package (cofuse." + std::string(to_string(desc.op)) + ")";
+    auto_ = std::make_unique<AutoOperation>(desc, comm, cached_profile(comm, flag), options);
+    predicted_s_ = auto_->model_choice().predicted_s;
+  } else {
+    const Schedule schedule = fixed_schedule(request);
+    fixed_ = std::make_unique<Operation>(desc, comm, schedule);
+    given_explanation_ = "schedule " + schedule_name() + " given by the caller";
+    if (request.profile) {  // a profile to predict it on: the simulator's makespan
+      const PlanningProfile& planning = cached_profile(comm, flag);
+      predicted_s_ = simulate(desc, schedule, planning.profile).makespan_s;
+      given_explanation_ += "; predicted " + std::to_string(*predicted_s_ * 1e3) + " ms on profile " +
+                            planning.profile.name + " (" + planning.source + ")";
+    } else {
+      given_explanation_ += "; no prediction (pass profile= for one)";
+    }
+  }
+  CommCache& cache = comm_cache(comm);
+  std::erase_if(cache.handles, [](const std::weak_ptr<OpHandle>& h) { return h.expired(); });
+}
+
+OpHandle::~OpHandle() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {  // nothing of MPI may be touched now: leave the Operation to the process's end
+    (void)fixed_.release();
+    (void)auto_.release();
+  }
+}
+
+void OpHandle::release(const std::string& why) {
+  pyb::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> lock(running_);
+  fixed_.reset();
+  auto_.reset();
+  released_why_ = why;
+}
+
+void OpHandle::check_usable() const {
+  if (released())
+    throw Error(ErrorCode::invalid_argument,
+                "cofuse: this " + std::string(to_string(desc_.op)) + " operation was released (" + released_why_ +
+                    "); build a new one");
+}
+
+std::string OpHandle::schedule() const {
+  check_usable();
+  return (auto_ ? auto_->schedule() : fixed_->schedule()).to_string();
+}
+
+std::string OpHandle::schedule_name() const {
+  check_usable();
+  return cofuse::schedule_name(auto_ ? auto_->schedule() : fixed_->schedule());
+}
+
+std::string OpHandle::explain() const {
+  check_usable();
+  return auto_ ? auto_->explain() : given_explanation_;
+}
+
+std::string OpHandle::decided_by() const {
+  check_usable();
+  return auto_ ? to_string(auto_->settled_by()) : "given";
+}
+
+void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
+  check_usable();
+  const LocalShapes shapes = desc_.local_shapes();
+  auto expect = [&](const Matrix& m, const MatrixShape& want, const char* name) {
+    if (!problem.ok()) return;
+    if (m.dtype != desc_.dtype)
+      problem = {ErrorCode::invalid_argument, std::string(name) + " is " + numpy_name(m.dtype) + " but the op is " +
+                                                  numpy_name(desc_.dtype)};
+    else if (m.rows != want.rows || m.cols != want.cols)
+      problem = {ErrorCode::invalid_argument, std::string(name) + " is " + shape(m.rows, m.cols) + " but this op needs " +
+                                                  shape(want.rows, want.cols) + " on each rank (" + desc_.to_string() + ")"};
+  };
+  expect(a, shapes.a, "a");
+  expect(b, shapes.b, "b");
+  expect(out, shapes.c, "out");
+  if (gathered) {
+    if (desc_.op != OpKind::ag_gemm && problem.ok())
+      problem = {ErrorCode::invalid_argument, "gathered= is ag_gemm's gathered operand; " +
+                                                  std::string(to_string(desc_.op)) + " has none"};
+    else expect(*gathered, shapes.gathered, "gathered");
+  }
+  OpBuffers buffers{a.data, b.data, out.data, gathered ? gathered->data : nullptr};
+  if (!problem.ok()) buffers = {};  // never handed to the executor: every rank fails the call instead
+  pyb::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> lock(running_);
+  check_usable();  // released while this thread waited for the lock
+  last_ = auto_ ? auto_->execute(buffers, problem) : fixed_->execute(buffers, problem);
+}
+
+namespace {
+
+// Reads out= (or allocates it) and gathered= (None, True = allocate and return, or an array).
+struct Outputs {
+  pyb::object out_object, gathered_object;
+  Matrix out, gathered;
+  bool has_gathered = false;
+};
+
+Status read_outputs(const OpDesc* desc, pyb::handle out, pyb::handle gathered, Outputs& o) {
+  Status st;
+  if (out.is_none()) {
+    if (desc) o.out_object = new_array(desc->dtype, desc->local_shapes().c.rows, desc->local_shapes().c.cols);
+  } else {
+    o.out_object = pyb::reinterpret_borrow<pyb::object>(out);
+  }
+  if (o.out_object) st = read_matrix(o.out_object, "out", true, o.out);
+  if (gathered.is_none()) return st;
+  o.has_gathered = true;
+  if (pyb::isinstance<pyb::bool_>(gathered)) {
+    if (!gathered.cast<bool>()) {
+      o.has_gathered = false;
+      return st;
+    }
+    if (desc && desc->op == OpKind::ag_gemm)
+      o.gathered_object = new_array(desc->dtype, desc->local_shapes().gathered.rows, desc->local_shapes().gathered.cols);
+    else if (desc && st.ok())
+      return {ErrorCode::invalid_argument, "gathered= is ag_gemm's gathered operand; " +
+                                               std::string(to_string(desc->op)) + " has none"};
+  } else {
+    o.gathered_object = pyb::reinterpret_borrow<pyb::object>(gathered);
+  }
+  if (o.gathered_object) {
+    const Status g = read_matrix(o.gathered_object, "gathered", true, o.gathered);
+    if (st.ok()) st = g;
+  }
+  return st;
+}
+
+pyb::object result(const Outputs& o, bool return_gathered) {
+  if (return_gathered) return pyb::make_tuple(o.out_object, o.gathered_object);
+  return o.out_object;
+}
+
+}  // namespace
+
+pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle b_object, pyb::handle comm_object,
+                    pyb::handle out_object, pyb::handle gathered_object) {
+  const MPI_Comm comm = comm_or_throw(comm_object);
+  int ranks = 1;
+  MPI_Comm_size(comm, &ranks);
+  Matrix a, b;
+  OpDesc desc;
+  Status st = read_matrix(a_object, "a", false, a);
+  if (st.ok()) st = read_matrix(b_object, "b", false, b);
+  if (st.ok()) st = describe_from(request, a, b, ranks, desc);
+  Outputs outputs;
+  if (st.ok()) st = read_outputs(&desc, out_object, gathered_object, outputs);
+  // One allreduce: every rank asks for the same call (a rank that failed sends zeros) and none
+  // failed; then every rank's cache holds the same keys, so all build, or all reuse, alike.
+  const std::string schedule = st.ok() ? schedule_key(request) : std::string();
+  const std::string key = desc.to_string() + "|" + schedule;
+  pyb::gil_scoped_release unlocked;  // other Python threads run while this rank waits for its peers
+  agree_values(comm, "cofuse." + request.op,
+               {{"op", int64_t(desc.op)}, {"M", desc.m}, {"N", desc.n}, {"K", desc.k}, {"dtype", int64_t(desc.dtype)},
+                {"trans_a", desc.trans_a}, {"trans_b", desc.trans_b}, {"axis", int64_t(desc.axis)},
+                {"schedule and profile (hash of their text)", st.ok() ? text_hash(schedule) : 0}},
+               st);
+  pyb::gil_scoped_acquire locked;
+  CommCache& cache = comm_cache(comm);
+  std::shared_ptr<OpHandle>& handle = cache.ops[key];
+  if (!handle) {
+    try {
+      handle = std::make_shared<OpHandle>(desc, Status::Ok(), comm, request);
+    } catch (...) {
+      cache.ops.erase(key);
+      throw;
+    }
+    cache.handles.push_back(handle);
+  }
+  handle->run(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, Status::Ok());
+  return result(outputs, outputs.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));
+}
+
+pyb::object call_handle(OpHandle& handle, pyb::handle a_object, pyb::handle b_object, pyb::handle out_object,
+                        pyb::handle gathered_object) {
+  Matrix a, b;
+  Status st = read_matrix(a_object, "a", false, a);
+  const Status sb = read_matrix(b_object, "b", false, b);
+  if (st.ok()) st = sb;
+  Outputs outputs;
+  const Status so = read_outputs(handle.released() ? nullptr : &handle.desc(), out_object, gathered_object, outputs);
+  if (st.ok()) st = so;
+  handle.run(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, st);
+  return result(outputs, outputs.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));
+}
+
+}  // namespace cofuse::py

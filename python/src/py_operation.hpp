@@ -1,0 +1,93 @@
+// One op bound to a communicator, as the Python package runs it: a fixed schedule (an
+// Operation) or `auto` (an AutoOperation that tunes on the calls), with the argument checks
+// every call makes and the agreement that turns a problem on one rank into an error on all.
+#pragma once
+
+#include <mpi.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cofuse/auto_operation.hpp"
+#include "cofuse/ops.hpp"
+#include "py_buffers.hpp"
+
+namespace cofuse::py {
+
+/// What the caller asked for, as text, before anything is checked.
+struct OpRequest {
+  std::string op;        // "ag_gemm" | "gemm_rs" | "gemm_ar"
+  std::string axis;      // "m" | "n" | "k" | "" (the op's default)
+  bool trans_a = false, trans_b = false;
+  std::string schedule;  // "auto", a preset or a schedule string
+  std::optional<std::string> profile;  // None = the rule's default (calibrated)
+};
+
+/// The description an op has on this rank, from the request and sizes; the Status says what is
+/// wrong when there is none (an unknown op, an axis the op does not shard, sizes that do not
+/// divide the ranks). Local, never throws.
+Status describe(const OpRequest& request, int64_t m, int64_t n, int64_t k, const std::string& dtype, int ranks,
+                OpDesc& desc);
+
+/// The same from the operands' local shapes (the functional ops): global sizes inferred from
+/// a, b and the number of ranks, as docs/ops.md lays them out.
+Status describe_from(const OpRequest& request, const Matrix& a, const Matrix& b, int ranks, OpDesc& desc);
+
+class OpHandle {
+ public:
+  /// COLLECTIVE over comm. `parsed`: this rank's verdict on the request (describe()); the ranks
+  /// agree on it first, so a request one rank cannot read fails every rank alike. Then
+  /// Operation's own agreement (ranks that describe different ops), then the profile (auto, or
+  /// a fixed schedule with a profile to predict it on) and the Operation or AutoOperation.
+  OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request);
+  ~OpHandle();
+
+  /// COLLECTIVE: runs the op. a, b: read; out: written (its shape checked here); gathered:
+  /// ag_gemm's gathered operand, or null. `problem`: what this rank's caller found wrong with
+  /// its arguments before (joined to the buffer check every call makes: no extra message).
+  /// Releases the GIL while it runs. Throws cofuse::Error.
+  void run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
+
+  /// Destroys the Operation now (close(), the communicator freed, the interpreter exiting);
+  /// later calls raise an Error naming `why`.
+  void release(const std::string& why);
+
+  const OpDesc& desc() const { return desc_; }
+  std::string schedule() const;     // the schedule the next call runs, in its string form
+  std::string schedule_name() const;  // its preset name, or the string form
+  std::string explain() const;
+  std::optional<double> predicted_s() const { return predicted_s_; }
+  /// How the schedule was decided: "given", or AutoOperation's "tuning", "database", "model",
+  /// "measurement".
+  std::string decided_by() const;
+  const RunStats& last_stats() const { return last_; }
+  bool released() const { return !fixed_ && !auto_; }
+
+ private:
+  void check_usable() const;
+
+  OpDesc desc_;
+  std::unique_ptr<Operation> fixed_;
+  std::unique_ptr<AutoOperation> auto_;
+  std::optional<double> predicted_s_;
+  std::string given_explanation_;  // a fixed schedule's explain()
+  std::string released_why_;
+  RunStats last_;
+  std::mutex running_;  // run() and release() never overlap (taken with the GIL released)
+};
+
+/// The functional ops (cofuse.ag_gemm, gemm_rs, gemm_ar): reads the operands, infers the op,
+/// agrees on the whole call (one allreduce: the op and whether any rank failed), takes the
+/// Operation kept for that call on this communicator (building it the first time), allocates
+/// `out` when None and runs. Returns out, or (out, gathered) when gathered is True.
+pybind11::object call_op(const OpRequest& request, pybind11::handle a, pybind11::handle b, pybind11::handle comm,
+                         pybind11::handle out, pybind11::handle gathered);
+
+/// cofuse.Operation.__call__: the same checks, no agreement beyond the call's own.
+pybind11::object call_handle(OpHandle& handle, pybind11::handle a, pybind11::handle b, pybind11::handle out,
+                             pybind11::handle gathered);
+
+}  // namespace cofuse::py

@@ -1,0 +1,136 @@
+"""Every op, axis and transpose, with numpy and with torch, against a float64 numpy reference
+on the whole matrices (every rank draws them alike and keeps its shards)."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import cofuse
+from conftest import P, RANK, assert_close, uniform
+
+LAYOUTS = [("ag_gemm", "m"), ("ag_gemm", "k"), ("gemm_rs", "m"), ("gemm_rs", "n"), ("gemm_ar", None)]
+
+
+def block(x, axis, parts=P, index=RANK):
+    return np.ascontiguousarray(np.split(x, parts, axis=axis)[index])
+
+
+def stored(x, trans):
+    """How a rank stores op(X) = x: x itself, or its transpose (contiguous)."""
+    return np.ascontiguousarray(x.T) if trans else np.ascontiguousarray(x)
+
+
+def case(rng, op, axis, dtype):
+    """Awkward global sizes that divide P, the whole operands, this rank's op(A_r), op(B_r) and
+    the expected C_r (float64)."""
+    m, n, k = (P * int(rng.integers(1, 6)) + 0 for _ in range(3))
+    m, n, k = m * 3, n * 5, k * 7  # odd, and not powers of two
+    A, B = uniform(rng, (m, k), dtype), uniform(rng, (k, n), dtype)
+    C = A.astype(np.float64) @ B.astype(np.float64)
+    if op == "ag_gemm" and axis == "m":
+        return block(A, 0), block(B, 1), block(C, 1), k
+    if op == "ag_gemm":  # axis k: op(A_r) = columns block r of A
+        return block(A, 1), block(B, 1), block(C, 1), k
+    a, b = block(A, 1), block(B, 0)
+    if op == "gemm_rs":
+        return a, b, block(C, 0 if axis == "m" else 1), k
+    return a, b, C, k
+
+
+def run(kind, op, axis, a, b, trans_a, trans_b, schedule, comm):
+    a, b = stored(a, trans_a), stored(b, trans_b)
+    if kind == "torch":
+        a, b = torch.from_numpy(a), torch.from_numpy(b)
+    f = getattr(cofuse, op)
+    kwargs = dict(trans_a=trans_a, trans_b=trans_b, schedule=schedule)
+    if axis:
+        kwargs["axis"] = axis
+    c = f(a, b, comm, **kwargs)
+    assert isinstance(c, torch.Tensor if kind == "torch" else np.ndarray)
+    return c
+
+
+@pytest.mark.parametrize("op,axis", LAYOUTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_every_layout_and_transpose(comm, rng, op, axis, dtype, kind):
+    for trans_a, trans_b in itertools.product([False, True], repeat=2):
+        a, b, want, k = case(rng, op, axis, dtype)
+        for schedule in ["serial", "overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused"]:
+            c = run(kind, op, axis, a, b, trans_a, trans_b, schedule, comm)
+            assert c.dtype == (torch.float32 if dtype == np.float32 else torch.float64) if kind == "torch" else c.dtype == dtype
+            assert_close(c, want, k, dtype)
+
+
+@pytest.mark.parametrize("op,axis", LAYOUTS)
+def test_auto_is_correct(comm, rng, op, axis):
+    a, b, want, k = case(rng, op, axis, np.float32)
+    assert_close(run("numpy", op, axis, a, b, False, False, "auto", comm), want, k, np.float32)
+
+
+def test_out_is_written_in_place(comm, rng):
+    for kind in ["numpy", "torch"]:
+        a, b, want, k = case(rng, "gemm_ar", None, np.float64)
+        out = np.full(want.shape, np.nan)
+        if kind == "torch":
+            a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
+        c = cofuse.gemm_ar(a, b, comm, out=out, schedule="serial")
+        assert c is out
+        assert_close(out, want, k, np.float64)
+
+
+def test_gathered_operand(comm, rng):
+    a, b, want, k = case(rng, "ag_gemm", "m", np.float32)
+    whole_a = np.concatenate(comm.allgather(a))
+    c, gathered = cofuse.ag_gemm(a, b, comm, gathered=True, schedule="serial")
+    assert_close(c, want, k, np.float32)
+    assert np.array_equal(gathered, whole_a)
+    into = np.zeros_like(whole_a)
+    c = cofuse.ag_gemm(torch.from_numpy(a), torch.from_numpy(b), comm, gathered=into, schedule="serial")
+    assert isinstance(c, torch.Tensor) and np.array_equal(into, whole_a)
+
+
+@pytest.mark.parametrize("op,axis", LAYOUTS)
+def test_operation_object(comm, rng, op, axis):
+    a, b, want, k = case(rng, op, axis, np.float64)
+    m = want.shape[0] * (P if op == "gemm_rs" and axis == "m" else 1)
+    n = want.shape[1] * (P if op == "ag_gemm" or axis == "n" else 1)
+    with cofuse.Operation(op, m, n, k, comm, dtype="float64", axis=axis, schedule="serial") as operation:
+        assert operation.local_shapes["a"] == a.shape and operation.local_shapes["out"] == want.shape
+        for _ in range(3):
+            c = operation(a, b)
+            assert_close(c, want, k, np.float64)
+        stats = operation.last_stats
+        assert stats["total_ms"] > 0 and stats["total_ms"] >= stats["gemm_ms"] > 0
+        assert operation.schedule_name == "serial" and operation.decided_by == "given"
+        assert operation.predicted_ms is None and "given by the caller" in operation.explain()
+        out = torch.empty(tuple(want.shape), dtype=torch.float64)
+        assert operation(torch.from_numpy(a), torch.from_numpy(b), out=out) is out
+        assert_close(out, want, k, np.float64)
+    assert operation.closed
+    with pytest.raises(cofuse.Error, match="released"):
+        operation(a, b)
+
+
+def test_operation_auto_explains_and_predicts(comm):
+    with cofuse.Operation("gemm_rs", 64 * P, 96, 32 * P, comm, profile="this-host-shm") as operation:
+        assert operation.predicted_ms > 0
+        assert operation.decided_by in ("model", "database", "tuning", "measurement")
+        assert "this-host-shm" in operation.explain()
+    fixed = cofuse.Operation("gemm_rs", 64 * P, 96, 32 * P, comm, schedule="serial", profile="this-host-shm")
+    assert fixed.predicted_ms > 0 and "this-host-shm" in fixed.explain()
+    fixed.close()
+
+
+def test_plan_and_simulate_match_the_cli():
+    p = cofuse.plan("ag_gemm", 1024, 1024, 1024, 4, profile="this-host-shm", top=3)
+    assert p["profile"] == "this-host-shm" and p["choice"] and p["why"]
+    assert p["serial_ms"] > 0 and any(c["name"] == "serial" for c in p["candidates"])
+    assert len(p["candidates"]) <= 3 + 2
+    tasks = cofuse.plan("gemm_rs", 64, 64, 64, 2, schedule="hetero-unfused-1d", rank=1)
+    assert tasks["schedule_name"] == "hetero-unfused-1d" and "gemm" in tasks["plan"]
+    s = cofuse.simulate("gemm_ar", 1024, 1024, 1024, 4, schedule="hetero-unfused-1d", profile="this-host-shm")
+    assert s["makespan_ms"] > 0 and s["backend_runs_it"] and set(s["losses_ms"]) >= {"dil", "cil", "exposed_comm"}
+    with pytest.raises(cofuse.Error, match="not divisible"):
+        cofuse.plan("ag_gemm", 130, 64, 64, 4)
