@@ -118,8 +118,10 @@ RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const 
 ///   its arguments, say), carried in the same single allreduce: when any rank's is not ok,
 ///   every rank throws the same Error, the highest failing rank's code and "rank R: <message>",
 ///   before the values are compared (they may mean nothing on a rank that failed).
+/// deadline_s: the allreduce's deadline, as ExecSettings::deadline_s (> 0 seconds, 0 = none,
+///   < 0 = $COFUSE_DEADLINE_S or the default); inside a DeadlineGuard, the guard's.
 void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values,
-                  const Status& local = Status::Ok());
+                  const Status& local = Status::Ok(), double deadline_s = -1);
 
 /// A deadline over more than one call: everything this rank does between construction and
 /// destruction — cofuse calls on `comm` and the caller's own MPI calls between them (barriers,

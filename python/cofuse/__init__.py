@@ -21,7 +21,7 @@ from ._arrays import wrap as _wrap
 from ._cofuse import Error
 
 __version__ = _cofuse.__version__
-__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Operation", "plan", "simulate", "deadline", "Error"]
+__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Operation", "plan", "simulate", "deadline", "operations", "Error"]
 
 # Operations still alive when the interpreter exits are destroyed while MPI can still free what
 # they hold: this hook runs before mpi4py finalises MPI.
@@ -143,6 +143,15 @@ class Operation:
     def __repr__(self):
         state = "closed" if self.closed else f"schedule {self.schedule_name}"
         return f"<cofuse.Operation {self.description}, {state}>"
+
+
+def operations(comm):
+    """What the functional ops (and so the layers of cofuse.torch) built on comm so far, one per
+    distinct call (op, shapes, layout, schedule, profile): a list
+    of dicts with "description" (op, global sizes, dtype, layout, ranks), "schedule" and
+    "schedule_name" (what the next call runs), "decided_by" ("given", or auto's "tuning",
+    "database", "model", "measurement") and "explain". Not collective."""
+    return _cofuse.cached_operations(comm)
 
 
 def deadline(comm, seconds, what="python code"):

@@ -15,18 +15,19 @@ def _torch():
 
 
 def to_buffer(x, name):
-    """x as the compiled module reads it: a numpy array or other buffer, or a problem as text."""
+    """x as the compiled module reads it: a numpy array or other buffer, or a problem as text.
+    (The compiled module checks shape, dtype, contiguity and writability of what it gets.)"""
     torch = _torch()
     if torch is not None and isinstance(x, torch.Tensor):
-        if x.device.type != "cpu":
+        if x.is_cpu and (x.dtype is torch.float32 or x.dtype is torch.float64):  # the fast path
+            try:
+                return x.detach().numpy() if x.requires_grad else x.numpy()
+            except (RuntimeError, TypeError) as e:  # sparse, a subclass without storage, ...
+                return f"{name} ({type(x).__name__}, layout {x.layout}) has no numpy view: {e}"
+        if not x.is_cpu:
             return (f"{name} is on {x.device}: cofuse's Python package runs CPU tensors only so far "
                     "(the CUDA backend is reachable from C++)")
-        if x.dtype not in (torch.float32, torch.float64):
-            return f"{name} is {x.dtype}: cofuse's CPU ops take torch.float32 or torch.float64"
-        if not x.is_contiguous():
-            return (f"{name} is not contiguous (shape {tuple(x.shape)}, strides {x.stride()}): "
-                    "pass x.contiguous(); cofuse reads rows in place and never copies")
-        return x.detach().numpy()
+        return f"{name} is {x.dtype}: cofuse's CPU ops take torch.float32 or torch.float64"
     return x
 
 

@@ -19,6 +19,7 @@ same model on the same number of tokens. CPU tensors, float32 or float64.
 """
 import math
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -26,8 +27,29 @@ from torch.nn import functional as F
 import cofuse as _cofuse
 
 
+def _matmul(a, b):
+    """a @ b for the layers' local GEMMs, through the BLAS cofuse's ops use (numpy's, OpenBLAS
+    on Debian) on the tensors' memory: Debian's torch multiplies float32 matrices 20-30% slower
+    here (76 against 98 GFLOP/s for a weight gradient, 2048 tokens, bench/torch_mlp.py's
+    shapes), and a layer whose fused GEMMs are fast should not lose it on the local ones.
+    Transposed views stay views (BLAS reads them transposed)."""
+    if a.dtype != b.dtype:  # torch.matmul refuses these too (numpy would promote silently)
+        raise TypeError(f"expected both operands of one dtype, got {a.dtype} and {b.dtype}")
+    return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
+
+
 def _contiguous(t):
     return t if t.is_contiguous() else t.contiguous()
+
+
+def _finish_forward(ctx, y, bias, layer, x_kept, weight):
+    """Both layers' forward ends alike: the bias, and what backward needs kept."""
+    if bias is not None:
+        y += bias
+    ctx.layer = layer
+    ctx.has_bias = bias is not None
+    ctx.save_for_backward(x_kept, weight)
+    return y
 
 
 class _ColumnParallel(torch.autograd.Function):
@@ -38,13 +60,8 @@ class _ColumnParallel(torch.autograd.Function):
                                         schedule=layer.schedule, profile=layer.profile)
         else:
             x_full = x
-            y = torch.matmul(x, weight.t())
-        if bias is not None:
-            y += bias
-        ctx.layer = layer
-        ctx.has_bias = bias is not None
-        ctx.save_for_backward(x_full, weight)
-        return y
+            y = _matmul(x, weight.t())
+        return _finish_forward(ctx, y, bias, layer, x_full, weight)
 
     @staticmethod
     def backward(ctx, dy):
@@ -56,7 +73,7 @@ class _ColumnParallel(torch.autograd.Function):
             dx = _cofuse.gemm_rs(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
         else:
             dx = _cofuse.gemm_ar(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
-        dw = torch.matmul(dy.t(), x_full)
+        dw = _matmul(dy.t(), x_full)
         db = dy.sum(0) if ctx.has_bias else None
         return dx, dw, db, None
 
@@ -68,12 +85,7 @@ class _RowParallel(torch.autograd.Function):
         # y = Σ_r x_r·W_rᵀ: all-reduced (no SP), or scattered along tokens (SP)
         op = _cofuse.gemm_rs if layer.sequence_parallel else _cofuse.gemm_ar
         y = op(x, weight, layer.comm, trans_b=True, schedule=layer.schedule, profile=layer.profile)
-        if bias is not None:
-            y += bias
-        ctx.layer = layer
-        ctx.has_bias = bias is not None
-        ctx.save_for_backward(x, weight)
-        return y
+        return _finish_forward(ctx, y, bias, layer, x, weight)
 
     @staticmethod
     def backward(ctx, dy):
@@ -85,8 +97,8 @@ class _RowParallel(torch.autograd.Function):
                                           profile=layer.profile)
         else:
             dy_full = dy
-            dx = torch.matmul(dy, weight)
-        dw = torch.matmul(dy_full.t(), x)
+            dx = _matmul(dy, weight)
+        dw = _matmul(dy_full.t(), x)
         db = dy_full.sum(0) if ctx.has_bias else None  # the whole bias's gradient, alike on every rank
         return dx, dw, db, None
 
@@ -227,7 +239,7 @@ def fused_all_gather_matmul(a_shard, bs, gather_dim, comm, *, return_a=True, ret
     outputs = []
     first, gathered = _cofuse.ag_gemm(a_rows, _contiguous(bs[0]), comm, gathered=True, schedule=schedule)
     for i, b in enumerate(bs):
-        rows = first if i == 0 else torch.matmul(gathered, b)
+        rows = first if i == 0 else _matmul(gathered, b)
         shape = (moved_shape[0] * world, *moved_shape[1:-1], rows.shape[-1])
         outputs.append(rows.reshape(shape).movedim(0, dim))
     a = gathered.reshape(moved_shape[0] * world, *moved_shape[1:]).movedim(0, dim) if return_a else None

@@ -2,12 +2,16 @@
 // turns torch tensors into numpy views, names arguments and documents them; everything that
 // touches MPI, buffers or the planner is here, on top of the C++ library.
 #include <pybind11/pybind11.h>
+
+#include <array>
+#include <mutex>
 #include <pybind11/stl.h>
 
 #include "cofuse/ops.hpp"
 #include "cofuse/plan.hpp"
 #include "cofuse/reports.hpp"
 #include "cofuse/version.hpp"
+#include "py_buffers.hpp"
 #include "py_comm.hpp"
 #include "py_operation.hpp"
 
@@ -76,8 +80,11 @@ PYBIND11_MODULE(_cofuse, m) {
         const OpRequest r = request(op, axis, trans_a, trans_b, schedule, profile);
         OpDesc desc;
         const Status parsed = describe(r, m_, n, k, dtype, ranks, desc);
+        pyb::gil_scoped_release unlocked;  // building it is collective (planning, calibrating)
+        CommCache& cache = comm_cache(comm);
+        const std::lock_guard<std::mutex> lock(cache.mutex);
         auto handle = std::make_shared<OpHandle>(desc, parsed, comm, r);
-        comm_cache(comm).handles.push_back(handle);
+        cache.remember(handle);
         return handle;
       }))
       .def("__call__", [](OpHandle& h, pyb::handle a, pyb::handle b, pyb::handle out, pyb::handle gathered) {
@@ -100,6 +107,13 @@ PYBIND11_MODULE(_cofuse, m) {
         d["out"] = pyb::make_tuple(s.c.rows, s.c.cols);
         if (h.desc().op == OpKind::ag_gemm) d["gathered"] = pyb::make_tuple(s.gathered.rows, s.gathered.cols);
         return d;
+      })
+      .def("_cxx_seconds_per_call", [](OpHandle& h, pyb::handle a, pyb::handle b, pyb::handle out, int calls) {
+        Matrix ma, mb, mo;
+        throw_if_error(read_matrix(a, "a", false, ma));
+        throw_if_error(read_matrix(b, "b", false, mb));
+        throw_if_error(read_matrix(out, "out", true, mo));
+        return h.cxx_seconds_per_call(ma, mb, mo, calls);
       })
       .def_property_readonly("closed", &OpHandle::released)
       .def("explain", &OpHandle::explain)
@@ -151,5 +165,31 @@ PYBIND11_MODULE(_cofuse, m) {
         d.guard.reset();
         return false;
       });
+  // What the functional ops built on a communicator, one entry per distinct call: how "auto"
+  // settled for each (layers call them; their GEMMs are these).
+  m.def("cached_operations", [](pyb::handle comm_object) {
+    const MPI_Comm comm = comm_or_throw(comm_object);
+    std::vector<std::array<std::string, 5>> found;
+    {
+      pyb::gil_scoped_release unlocked;
+      CommCache& cache = comm_cache(comm);
+      const std::lock_guard<std::mutex> lock(cache.mutex);
+      for (const auto& [key, handle] : cache.ops)
+        if (handle && !handle->released())
+          found.push_back({handle->desc().to_string(), handle->schedule(), handle->schedule_name(),
+                           handle->decided_by(), handle->explain()});
+    }
+    pyb::list out;
+    for (const auto& f : found) {
+      pyb::dict d;
+      d["description"] = f[0];
+      d["schedule"] = f[1];
+      d["schedule_name"] = f[2];
+      d["decided_by"] = f[3];
+      d["explain"] = f[4];
+      out.append(d);
+    }
+    return out;
+  });
   m.def("release_all", &release_all);
 }

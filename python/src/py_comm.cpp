@@ -11,12 +11,16 @@ namespace cofuse::py {
 
 namespace {
 
+// Every cache alive, for the exit hook. Touched from any thread, with or without the GIL
+// (MPI_Comm_free runs delete_cache as mpi4py calls it: without).
+std::mutex live_mutex;
 std::set<CommCache*>& live_caches() {
-  static std::set<CommCache*> caches;  // touched with the GIL held, or inside MPI_Comm_free/Finalize
+  static std::set<CommCache*> caches;
   return caches;
 }
 
 void release(CommCache& cache, const char* why) {
+  const std::lock_guard<std::mutex> lock(cache.mutex);
   for (const std::weak_ptr<OpHandle>& weak : cache.handles)
     if (std::shared_ptr<OpHandle> handle = weak.lock()) handle->release(why);
   cache.handles.clear();
@@ -26,7 +30,10 @@ void release(CommCache& cache, const char* why) {
 int delete_cache(MPI_Comm, int, void* attribute, void*) {
   auto* cache = static_cast<CommCache*>(attribute);
   release(*cache, "its communicator was freed (MPI_Comm_free, or MPI_Finalize)");
-  live_caches().erase(cache);
+  {
+    const std::lock_guard<std::mutex> lock(live_mutex);
+    live_caches().erase(cache);
+  }
   delete cache;
   return MPI_SUCCESS;
 }
@@ -83,6 +90,7 @@ CommCache& comm_cache(MPI_Comm comm) {
   cache->comm = comm;
   if (MPI_Comm_set_attr(comm, keyval, cache.get()) != MPI_SUCCESS)
     throw Error(ErrorCode::mpi, "cofuse: MPI_Comm_set_attr failed");
+  const std::lock_guard<std::mutex> lock(live_mutex);
   live_caches().insert(cache.get());
   return *cache.release();
 }
@@ -94,7 +102,14 @@ const PlanningProfile& cached_profile(MPI_Comm comm, const std::string& flag) {
   return it->second;
 }
 
+void CommCache::remember(const std::shared_ptr<OpHandle>& handle) {
+  std::erase_if(handles, [](const std::weak_ptr<OpHandle>& h) { return h.expired(); });
+  handles.push_back(handle);
+}
+
 void release_all() {
+  pybind11::gil_scoped_release unlocked;  // a call may still run on another thread
+  const std::lock_guard<std::mutex> lock(live_mutex);
   for (CommCache* cache : live_caches()) release(*cache, "the interpreter is exiting (MPI is about to be finalised)");
 }
 

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ MPI_Comm comm_or_throw(pybind11::handle object);
 /// destroyed with the communicator (MPI_Comm_free, or MPI_Finalize for MPI_COMM_WORLD).
 struct CommCache {
   MPI_Comm comm = MPI_COMM_NULL;  // the caller's
+  /// Guards what follows. Taken with the GIL released (ops are built without it: planning and
+  /// calibrating are collectives), and held while one is built.
+  std::mutex mutex;
   /// The functional ops' Operations, by the whole call's key (op, sizes, layout, schedule,
   /// profile). Every rank makes the same calls, so every rank's map holds the same keys.
   std::map<std::string, std::shared_ptr<OpHandle>> ops;
@@ -39,13 +43,16 @@ struct CommCache {
   /// Every handle built on this communicator (the functional ones and cofuse.Operation's), to
   /// release when the communicator goes.
   std::vector<std::weak_ptr<OpHandle>> handles;
+  /// Adds a new handle to `handles`, forgetting those already gone. Caller holds `mutex`.
+  void remember(const std::shared_ptr<OpHandle>& handle);
 };
 
 /// The cache on `comm`; created on first use (not collective).
 CommCache& comm_cache(MPI_Comm comm);
 
 /// The profile for `flag` on `comm`, resolved once (planning_profile: COLLECTIVE the first time
-/// for a flag, and every rank asks for the same flags in the same order).
+/// for a flag, and every rank asks for the same flags in the same order). Caller holds the
+/// cache's mutex.
 const PlanningProfile& cached_profile(MPI_Comm comm, const std::string& flag);
 
 /// Releases every handle on every communicator (the package's atexit hook, which runs before

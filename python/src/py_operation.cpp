@@ -1,6 +1,7 @@
 #include "py_operation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 
 #include "cofuse/simulate.hpp"
@@ -45,6 +46,17 @@ std::string schedule_key(const OpRequest& request) {
 }
 
 int64_t text_hash(const std::string& text) { return static_cast<int64_t>(std::hash<std::string>{}(text) >> 1); }
+
+// COLLECTIVE: one allreduce in which the ranks compare the whole request and learn whether any
+// of them could not read its own (`status`); the same Error on every rank otherwise.
+void agree_on_request(MPI_Comm comm, const std::string& what, const OpDesc& desc, const OpRequest& request,
+                      const Status& status) {
+  agree_values(comm, what,
+               {{"op", int64_t(desc.op)}, {"M", desc.m}, {"N", desc.n}, {"K", desc.k}, {"dtype", int64_t(desc.dtype)},
+                {"trans_a", desc.trans_a}, {"trans_b", desc.trans_b}, {"axis", int64_t(desc.axis)},
+                {"schedule and profile (hash of their text)", status.ok() ? text_hash(schedule_key(request)) : 0}},
+               status);
+}
 
 }  // namespace
 
@@ -95,7 +107,7 @@ Status describe_from(const OpRequest& request, const Matrix& a, const Matrix& b,
 }
 
 OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request) : desc_(desc) {
-  agree_values(comm, "cofuse.Operation", {}, parsed);
+  agree_on_request(comm, "cofuse.Operation", desc, request, parsed);
   const bool automatic = request.schedule == "auto";
   const std::string flag = request.profile.value_or("");
   if (automatic) {
@@ -106,7 +118,7 @@ OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, cons
   } else {
     const Schedule schedule = fixed_schedule(request);
     fixed_ = std::make_unique<Operation>(desc, comm, schedule);
-    given_explanation_ = "schedule " + schedule_name() + " given by the caller";
+    given_explanation_ = "schedule " + cofuse::schedule_name(schedule) + " given by the caller";
     if (request.profile) {  // a profile to predict it on: the simulator's makespan
       const PlanningProfile& planning = cached_profile(comm, flag);
       predicted_s_ = simulate(desc, schedule, planning.profile).makespan_s;
@@ -116,8 +128,6 @@ OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, cons
       given_explanation_ += "; no prediction (pass profile= for one)";
     }
   }
-  CommCache& cache = comm_cache(comm);
-  std::erase_if(cache.handles, [](const std::weak_ptr<OpHandle>& h) { return h.expired(); });
 }
 
 OpHandle::~OpHandle() {
@@ -129,9 +139,22 @@ OpHandle::~OpHandle() {
   }
 }
 
-void OpHandle::release(const std::string& why) {
+std::unique_lock<std::mutex> OpHandle::lock_running() const {
+  if (!PyGILState_Check()) return std::unique_lock<std::mutex>(running_);
   pyb::gil_scoped_release unlocked;
-  const std::lock_guard<std::mutex> lock(running_);
+  return std::unique_lock<std::mutex>(running_);
+}
+
+// Called with or without the GIL: mpi4py's Comm.Free() runs MPI_Comm_free, and so this, with
+// the GIL released; the interpreter's exit hook with it held.
+void OpHandle::release(const std::string& why) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  const std::unique_lock<std::mutex> lock = lock_running();
+  if (finalized) {  // nothing of MPI may be touched now: leave the Operations to the process's end
+    (void)fixed_.release();
+    (void)auto_.release();
+  }
   fixed_.reset();
   auto_.reset();
   released_why_ = why;
@@ -145,23 +168,32 @@ void OpHandle::check_usable() const {
 }
 
 std::string OpHandle::schedule() const {
+  const auto lock = lock_running();
   check_usable();
   return (auto_ ? auto_->schedule() : fixed_->schedule()).to_string();
 }
 
 std::string OpHandle::schedule_name() const {
+  const auto lock = lock_running();
   check_usable();
   return cofuse::schedule_name(auto_ ? auto_->schedule() : fixed_->schedule());
 }
 
 std::string OpHandle::explain() const {
+  const auto lock = lock_running();
   check_usable();
   return auto_ ? auto_->explain() : given_explanation_;
 }
 
 std::string OpHandle::decided_by() const {
+  const auto lock = lock_running();
   check_usable();
   return auto_ ? to_string(auto_->settled_by()) : "given";
+}
+
+RunStats OpHandle::last_stats() const {
+  const auto lock = lock_running();
+  return last_;
 }
 
 void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
@@ -193,6 +225,17 @@ void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Ma
   last_ = auto_ ? auto_->execute(buffers, problem) : fixed_->execute(buffers, problem);
 }
 
+double OpHandle::cxx_seconds_per_call(const Matrix& a, const Matrix& b, const Matrix& out, int calls) {
+  run(a, b, out, nullptr, Status::Ok());  // checks the buffers (collectively) and warms up
+  const OpBuffers buffers{a.data, b.data, out.data, nullptr};
+  pyb::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> lock(running_);
+  check_usable();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) auto_ ? auto_->execute(buffers) : fixed_->execute(buffers);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / std::max(calls, 1);
+}
+
 namespace {
 
 // Reads out= (or allocates it) and gathered= (None, True = allocate and return, or an array).
@@ -202,7 +245,7 @@ struct Outputs {
   bool has_gathered = false;
 };
 
-Status read_outputs(const OpDesc* desc, pyb::handle out, pyb::handle gathered, Outputs& o) {
+Status read_outputs_unguarded(const OpDesc* desc, pyb::handle out, pyb::handle gathered, Outputs& o) {
   Status st;
   if (out.is_none()) {
     if (desc) o.out_object = new_array(desc->dtype, desc->local_shapes().c.rows, desc->local_shapes().c.cols);
@@ -232,6 +275,16 @@ Status read_outputs(const OpDesc* desc, pyb::handle out, pyb::handle gathered, O
   return st;
 }
 
+// read_outputs_unguarded, with an allocation that fails (MemoryError) as this rank's problem:
+// nothing may raise before the call's agreement, or this rank alone would leave it.
+Status read_outputs(const OpDesc* desc, pyb::handle out, pyb::handle gathered, Outputs& o) {
+  try {
+    return read_outputs_unguarded(desc, out, gathered, o);
+  } catch (pyb::error_already_set& e) {
+    return {ErrorCode::out_of_memory, std::string("cannot allocate the result: ") + e.what()};
+  }
+}
+
 pyb::object result(const Outputs& o, bool return_gathered) {
   if (return_gathered) return pyb::make_tuple(o.out_object, o.gathered_object);
   return o.out_object;
@@ -253,25 +306,24 @@ pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle 
   if (st.ok()) st = read_outputs(&desc, out_object, gathered_object, outputs);
   // One allreduce: every rank asks for the same call (a rank that failed sends zeros) and none
   // failed; then every rank's cache holds the same keys, so all build, or all reuse, alike.
-  const std::string schedule = st.ok() ? schedule_key(request) : std::string();
-  const std::string key = desc.to_string() + "|" + schedule;
-  pyb::gil_scoped_release unlocked;  // other Python threads run while this rank waits for its peers
-  agree_values(comm, "cofuse." + request.op,
-               {{"op", int64_t(desc.op)}, {"M", desc.m}, {"N", desc.n}, {"K", desc.k}, {"dtype", int64_t(desc.dtype)},
-                {"trans_a", desc.trans_a}, {"trans_b", desc.trans_b}, {"axis", int64_t(desc.axis)},
-                {"schedule and profile (hash of their text)", st.ok() ? text_hash(schedule) : 0}},
-               st);
-  pyb::gil_scoped_acquire locked;
-  CommCache& cache = comm_cache(comm);
-  std::shared_ptr<OpHandle>& handle = cache.ops[key];
-  if (!handle) {
-    try {
-      handle = std::make_shared<OpHandle>(desc, Status::Ok(), comm, request);
-    } catch (...) {
-      cache.ops.erase(key);
-      throw;
+  const std::string key = st.ok() ? desc.to_string() + "|" + schedule_key(request) : std::string();
+  std::shared_ptr<OpHandle> handle;
+  {
+    pyb::gil_scoped_release unlocked;  // other Python threads run while this rank waits for its peers
+    agree_on_request(comm, "cofuse." + request.op, desc, request, st);
+    CommCache& cache = comm_cache(comm);
+    const std::lock_guard<std::mutex> lock(cache.mutex);
+    handle = cache.ops[key];
+    if (!handle) {
+      try {
+        handle = std::make_shared<OpHandle>(desc, Status::Ok(), comm, request);
+      } catch (...) {
+        cache.ops.erase(key);
+        throw;
+      }
+      cache.ops[key] = handle;
+      cache.remember(handle);
     }
-    cache.handles.push_back(handle);
   }
   handle->run(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, Status::Ok());
   return result(outputs, outputs.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));

@@ -39,9 +39,10 @@ Status describe_from(const OpRequest& request, const Matrix& a, const Matrix& b,
 class OpHandle {
  public:
   /// COLLECTIVE over comm. `parsed`: this rank's verdict on the request (describe()); the ranks
-  /// agree on it first, so a request one rank cannot read fails every rank alike. Then
-  /// Operation's own agreement (ranks that describe different ops), then the profile (auto, or
-  /// a fixed schedule with a profile to predict it on) and the Operation or AutoOperation.
+  /// agree on it and on the whole request (op, sizes, layout, schedule, profile) first, so a
+  /// request one rank cannot read, or ranks asking for different ones, fail every rank alike.
+  /// Then the profile (auto, or a fixed schedule with a profile to predict it on) and the
+  /// Operation or AutoOperation. Call it with the GIL released and comm_cache(comm).mutex held.
   OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request);
   ~OpHandle();
 
@@ -50,6 +51,11 @@ class OpHandle {
   /// its arguments before (joined to the buffer check every call makes: no extra message).
   /// Releases the GIL while it runs. Throws cofuse::Error.
   void run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
+
+  /// For bench/python_overhead.py: `calls` runs of the C++ execute() on these buffers in a C++
+  /// loop, with none of the binding's work; returns seconds per call. COLLECTIVE. The buffers
+  /// must fit (checked as run() does).
+  double cxx_seconds_per_call(const Matrix& a, const Matrix& b, const Matrix& out, int calls);
 
   /// Destroys the Operation now (close(), the communicator freed, the interpreter exiting);
   /// later calls raise an Error naming `why`.
@@ -63,11 +69,14 @@ class OpHandle {
   /// How the schedule was decided: "given", or AutoOperation's "tuning", "database", "model",
   /// "measurement".
   std::string decided_by() const;
-  const RunStats& last_stats() const { return last_; }
+  RunStats last_stats() const;
   bool released() const { return !fixed_ && !auto_; }
 
  private:
   void check_usable() const;
+  /// running_, waited for with the GIL released when this thread holds it (a call running on
+  /// another thread holds running_ and may want the GIL back before it lets go).
+  std::unique_lock<std::mutex> lock_running() const;
 
   OpDesc desc_;
   std::unique_ptr<Operation> fixed_;
@@ -76,7 +85,9 @@ class OpHandle {
   std::string given_explanation_;  // a fixed schedule's explain()
   std::string released_why_;
   RunStats last_;
-  std::mutex running_;  // run() and release() never overlap (taken with the GIL released)
+  // run(), release() and the accessors never overlap: a call settling its schedule replaces the
+  // Operations an accessor would read. Never waited for with the GIL held.
+  mutable std::mutex running_;
 };
 
 /// The functional ops (cofuse.ag_gemm, gemm_rs, gemm_ar): reads the operands, infers the op,

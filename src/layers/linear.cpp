@@ -72,7 +72,8 @@ struct LayerBase {
                               {"dtype", int64_t(c.dtype)}, {"sequence_parallel", c.sequence_parallel}, {"bias", c.bias},
                               {"keep_gathered_input", c.keep_gathered_input}, {"overlap_wgrad", c.overlap_wgrad},
                               {"fprop given", c.fprop.has_value()}, {"dgrad given", c.dgrad.has_value()},
-                              {"wgrad given", c.wgrad.has_value()}});
+                              {"wgrad given", c.wgrad.has_value()}},
+                 Status::Ok(), c.exec.deadline_s);
     const std::string who = std::string(name) + ": ";
     if (c.tokens < 1 || c.in_features < 1 || c.out_features < 1)
       throw Error(ErrorCode::invalid_argument, who + "tokens, in_features and out_features must be >= 1");

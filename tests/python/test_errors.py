@@ -173,3 +173,29 @@ def test_a_functional_op_has_no_gathered_for_gemm_rs(rng):
     with pytest.raises(TypeError):
         cofuse.gemm_rs(a, b, COMM, gathered=True)
     good_ag_gemm(rng)
+
+
+def test_an_operation_whose_ranks_disagree(rng):
+    if P == 1:
+        pytest.skip("needs two ranks")
+    # Another schedule, or a profile named on one rank only, fails every rank before anything
+    # is planned or calibrated (which would leave the ranks in different collectives).
+    schedule = "serial" if RANK == 0 else "auto"
+    raises_everywhere(rng, lambda: cofuse.Operation("ag_gemm", 4 * P, 3 * P, 8, COMM, schedule=schedule), "disagree",
+                      "schedule and profile", code="mismatch")
+    profile = "this-host-shm" if RANK == LAST else None
+    raises_everywhere(rng, lambda: cofuse.Operation("ag_gemm", 4 * P, 3 * P, 8, COMM, profile=profile), "disagree",
+                      code="mismatch")
+
+
+def test_a_freed_communicator_releases_its_ops(rng):
+    # mpi4py frees a communicator with the GIL released: what cofuse kept on it goes then.
+    sub = COMM.Split(0, RANK)
+    a, b = operands(rng)
+    cofuse.ag_gemm(a, b, sub, schedule="overlap=chunk,chunks=2")  # a functional op kept on sub
+    op = cofuse.Operation("gemm_ar", 4, 3, 8 * P, sub, schedule="serial")
+    assert len(cofuse.operations(sub)) == 1
+    sub.Free()
+    with pytest.raises(cofuse.Error, match="its communicator was freed"):
+        op(uniform(rng, (4, 8), np.float32), uniform(rng, (8, 3), np.float32))
+    good_ag_gemm(rng)

@@ -31,6 +31,20 @@ def check(got, want, k, dtype):
     assert_close(got.detach().numpy(), want.detach().numpy(), k, np.float32 if dtype == torch.float32 else np.float64)
 
 
+def whole_layer(rng, layer, T, bias, dtype):
+    """Random whole weights loaded into `layer`, a whole input x and output gradient dy, and the
+    reference: the whole layer in one process, in float64, run forward and backward. Returns
+    x, dy, (x, w, b, y) of the reference, whose .grad hold the whole gradients."""
+    fout, fin = layer.out_features, layer.in_features
+    w, b = whole(rng, (fout, fin), dtype), whole(rng, (fout,), dtype)
+    layer.load_whole(w, b)
+    x, dy = whole(rng, (T, fin), dtype), whole(rng, (T, fout), dtype)
+    xr, wr, br = exact(x), exact(w), exact(b)
+    yr = F.linear(xr, wr, br if bias else None)
+    yr.backward(dy.to(torch.float64))
+    return x, dy, (xr, wr, br, yr)
+
+
 CASES = list(itertools.product([False, True], [False, True], [torch.float32, torch.float64]))
 
 
@@ -38,13 +52,7 @@ CASES = list(itertools.product([False, True], [False, True], [torch.float32, tor
 def test_column_parallel_linear(comm, rng, sp, bias, dtype):
     T, fin, fout = 6 * P, 10, 4 * P
     layer = ct.ColumnParallelLinear(fin, fout, comm, bias=bias, sequence_parallel=sp, dtype=dtype, seed=SEED % 1000)
-    w, b = whole(rng, (fout, fin), dtype), whole(rng, (fout,), dtype)
-    layer.load_whole(w, b)
-    x, dy = whole(rng, (T, fin), dtype), whole(rng, (T, fout), dtype)
-    # the reference: the whole layer in one process, in float64
-    xr, wr, br = exact(x), exact(w), exact(b)
-    yr = F.linear(xr, wr, br if bias else None)
-    yr.backward(dy.to(torch.float64))
+    x, dy, (xr, wr, br, yr) = whole_layer(rng, layer, T, bias, dtype)
     # this rank's part
     xl = (tokens_block(x) if sp else x).clone().requires_grad_()
     y = layer(xl)
@@ -62,12 +70,7 @@ def test_column_parallel_linear(comm, rng, sp, bias, dtype):
 def test_row_parallel_linear(comm, rng, sp, bias, dtype):
     T, fin, fout = 6 * P, 4 * P, 10
     layer = ct.RowParallelLinear(fin, fout, comm, bias=bias, sequence_parallel=sp, dtype=dtype)
-    w, b = whole(rng, (fout, fin), dtype), whole(rng, (fout,), dtype)
-    layer.load_whole(w, b)
-    x, dy = whole(rng, (T, fin), dtype), whole(rng, (T, fout), dtype)
-    xr, wr, br = exact(x), exact(w), exact(b)
-    yr = F.linear(xr, wr, br if bias else None)
-    yr.backward(dy.to(torch.float64))
+    x, dy, (xr, wr, br, yr) = whole_layer(rng, layer, T, bias, dtype)
     xl = layer.shard_weight(x).contiguous().requires_grad_()  # X_r: columns block r, like W_r
     y = layer(xl)
     y.backward(tokens_block(dy) if sp else dy)

@@ -113,7 +113,8 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
                {{"cases", int64_t(cases.size())}, {"sweep digest", int64_t(std::hash<std::string>{}(digest.str()) >> 1)},
                 {"iters", args.iters}, {"warmup", args.warmup}, {"naive chunks", args.naive_chunks},
                 {"traces", !args.trace_dir.empty()}, {"seed given", !args.seed.empty()},
-                {"poll us", args.settings.poll_us}, {"tile rows", args.settings.tile_rows}});
+                {"poll us", args.settings.poll_us}, {"tile rows", args.settings.tile_rows}},
+               Status::Ok(), args.settings.deadline_s);
 
   const std::vector<PreparedCase> prepared = prepare_cases(cases, size);
 

@@ -301,7 +301,8 @@ int run_command(const RunArgs& args) {
                  {{"iters", args.iters}, {"warmup", args.warmup}, {"check", args.check},
                   {"save", !args.save_dir.empty()}, {"trace", !args.trace_path.empty()},
                   {"schedules", !args.schedules.empty()}, {"seed given", !args.seed.empty()},
-                  {"auto", args.schedule == "auto"}});
+                  {"auto", args.schedule == "auto"}},
+                 Status::Ok(), args.settings.deadline_s);
     return args.schedules.empty() ? run_single(args, d, rank) : run_sweep(args, d, rank);
   });
 }

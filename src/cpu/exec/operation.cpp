@@ -50,12 +50,12 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
 }  // namespace
 
 void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values,
-                  const Status& local) {
+                  const Status& local, double deadline_s) {
   std::vector<detail::AgreedField> fields;
   for (const auto& [name, value] : values) fields.push_back({name, value, {}});
   detail::CommState& state = detail::comm_state(comm);
   // A collective like any call: a peer that stalls before it must not hang this rank.
-  const detail::CallDeadline deadline(state, -1, what + ", agreeing on the call",
+  const detail::CallDeadline deadline(state, deadline_s, what + ", agreeing on the call",
                                       [] { return std::string("waiting in the agreement (one allreduce)"); });
   detail::agree_fields(state.comm, what, fields, local);
 }

@@ -31,6 +31,10 @@ void Watchdog::arm(double seconds, MPI_Comm comm, int rank, std::string what, st
     rank_ = rank;
     what_ = std::move(what);
     describe_ = std::move(describe);
+    // Every call arms a deadline: waking the thread each time would cost a context switch per
+    // call. It needs waking only when it must fire earlier than it will wake anyway; waking
+    // later, it sees the new generation and waits again, for the new deadline.
+    if (deadline_ >= wakes_at_) return;
   }
   cv_.notify_all();
 }
@@ -64,11 +68,13 @@ void Watchdog::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {
     if (!armed_) {
+      wakes_at_ = std::chrono::steady_clock::time_point::max();
       cv_.wait(lock);
       continue;
     }
     const uint64_t generation = generation_;
-    if (cv_.wait_until(lock, deadline_, [&] { return stop_ || generation_ != generation; })) continue;
+    wakes_at_ = deadline_;
+    if (cv_.wait_until(lock, wakes_at_, [&] { return stop_ || generation_ != generation; })) continue;
     // The deadline passed with the same call still running.
     const bool inside = static_cast<bool>(current_describe_);
     const std::string silent = silent_peers();

@@ -50,6 +50,8 @@ class Watchdog {
   bool stop_ = false, armed_ = false;
   uint64_t generation_ = 0;
   std::chrono::steady_clock::time_point deadline_;
+  // When the thread wakes next by itself (max: not until notified); arm() notifies only earlier.
+  std::chrono::steady_clock::time_point wakes_at_ = std::chrono::steady_clock::time_point::max();
   double seconds_ = 0;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
