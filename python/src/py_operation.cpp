@@ -130,13 +130,17 @@ OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, cons
   }
 }
 
-OpHandle::~OpHandle() {
+OpHandle::~OpHandle() { drop_operations(); }
+
+void OpHandle::drop_operations() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized) {  // nothing of MPI may be touched now: leave the Operation to the process's end
+  if (finalized) {  // nothing of MPI may be touched now: leave the Operations to the process's end
     (void)fixed_.release();
     (void)auto_.release();
   }
+  fixed_.reset();
+  auto_.reset();
 }
 
 std::unique_lock<std::mutex> OpHandle::lock_running() const {
@@ -146,17 +150,10 @@ std::unique_lock<std::mutex> OpHandle::lock_running() const {
 }
 
 // Called with or without the GIL: mpi4py's Comm.Free() runs MPI_Comm_free, and so this, with
-// the GIL released; the interpreter's exit hook with it held.
+// the GIL released; close() with it held.
 void OpHandle::release(const std::string& why) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
   const std::unique_lock<std::mutex> lock = lock_running();
-  if (finalized) {  // nothing of MPI may be touched now: leave the Operations to the process's end
-    (void)fixed_.release();
-    (void)auto_.release();
-  }
-  fixed_.reset();
-  auto_.reset();
+  drop_operations();
   released_why_ = why;
 }
 

@@ -74,6 +74,8 @@ class OpHandle {
 
  private:
   void check_usable() const;
+  /// Destroys the Operations; once MPI is finalised, leaves them to the process's end instead.
+  void drop_operations();
   /// running_, waited for with the GIL released when this thread holds it (a call running on
   /// another thread holds running_ and may want the GIL back before it lets go).
   std::unique_lock<std::mutex> lock_running() const;
