@@ -24,9 +24,11 @@ struct PlanReport {
   PlanChoice choice;         // candidates fastest first, the choice, why
   HeuristicChoice heuristic; // seed 001's rule of thumb, for comparison
   double heuristic_s = 0;    // its predicted time (0 when the planner did not rank it)
+  /// The candidates a report shows, fastest first: the first `top` (top <= 0: all), plus the
+  /// choice and the unfused baselines (overlap=none) wherever they rank.
+  std::vector<const PlanCandidate*> shown(int top) const;
   /// `cofuse plan --json`: op, profile, profile_validated, profile_source, choice, choice_name,
-  /// measured, predicted_ms, serial_ms, why, candidates (the first `top`, serial and the choice
-  /// always among them; top <= 0 = all), seed_heuristic.
+  /// measured, predicted_ms, serial_ms, why, candidates (shown(top)), seed_heuristic.
   std::string json(int top = 0) const;
 };
 

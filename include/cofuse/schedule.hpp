@@ -1,7 +1,9 @@
 // How an op is run: one point in the schedule design space, as a plain value.
 //
 //   field    values                   meaning
-//   overlap  none | shard | chunk     none: the unfused baseline (whole collective, whole GEMM).
+//   overlap  none | shard | chunk     none: the unfused baseline (whole GEMM, whole communication,
+//                                     one after the other; algo says how the data moves: a
+//                                     library collective, or cofuse's own ring / direct exchange).
 //                                     shard: one step per peer shard (ring / direct exchange).
 //                                     chunk: every shard (or output block) cut into `chunks` pieces.
 //   chunks   1..65536                 pieces per shard (ag_gemm) or per output block (gemm_rs/ar)
@@ -86,7 +88,8 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
-/// The unfused baseline.
+/// The unfused baseline by the library collective (preset "serial"). The same with algo=ring is
+/// preset "serial-ring", the unfused baseline by cofuse's own point-to-point transport.
 Schedule serial_schedule();
 
 /// A named schedule and what it is.
@@ -96,14 +99,15 @@ struct Preset {
   std::string summary;
 };
 
-/// Every preset: serial, shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
+/// Every preset: serial, serial-ring, shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
 const std::vector<Preset>& presets();
 
 /// The preset name of a schedule, or its full string form when no preset is it.
 std::string schedule_name(const Schedule& schedule);
 
 /// Every CPU schedule (engine thread / inline) from a grid (chunks in `chunk_counts`) that the
-/// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)), serial first.
+/// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)): serial first, then the unfused
+/// baselines by ring and direct exchange, then the overlapped schedules.
 std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8});
 
 const char* to_string(Overlap v);

@@ -137,7 +137,7 @@ void AutoOperation::start(MPI_Comm user, const PlanningProfile* planning, const 
               exact(choice_.serial_s), choice_.why, choice_.warning};
     int taken = 0;
     for (const PlanCandidate& c : choice_.candidates) {
-      if (c.schedule.overlap == Overlap::none || taken == options.candidates) continue;
+      if (c.schedule == serial_schedule() || taken == options.candidates) continue;  // serial is always first
       ++taken;
       fields.insert(fields.end(), {c.schedule.to_string(), c.name, exact(c.predicted_s)});
     }

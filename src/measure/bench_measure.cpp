@@ -135,6 +135,10 @@ const VariantResult& CaseResult::best() const {
   return *best;
 }
 
+const VariantResult& CaseResult::best_unfused() const {
+  return serial_ring().total.median < serial().total.median ? serial_ring() : serial();
+}
+
 CheckResult check_fresh_call(Operation& op, Inputs& in, const Reference& reference) {
   return checked(call_of(op, in.buffers()), &op, in, reference);
 }
@@ -175,26 +179,38 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   const Reference reference(desc, buffers.a, buffers.b, MPI_COMM_WORLD);
 
   Operation serial(desc, MPI_COMM_WORLD, serial_schedule(), settings.exec);
+  // The honest baseline: unfused too, but moving the data by cofuse's own ring, which over TCP
+  // moves fewer bytes than Open MPI's reduce-scatter (docs/benchmarks.md).
+  Operation serial_ring(desc, MPI_COMM_WORLD, *Schedule::parse("serial-ring"), settings.exec);
   std::vector<std::unique_ptr<Operation>> ops;
   for (const Schedule& s : schedules) ops.push_back(std::make_unique<Operation>(desc, MPI_COMM_WORLD, s, settings.exec));
   GemmAlone gemm_alone(desc);
   CommAlone comm_alone(desc, MPI_COMM_WORLD);
   NaiveOverlap naive(desc, MPI_COMM_WORLD, settings.naive_chunks);
 
-  // Every timed thing, in a fixed order: G, M, serial, naive, then the schedules.
+  // Every timed thing, in a fixed order: G, M, the ring's M, serial, naive, serial-ring, then
+  // the schedules.
+  enum : std::size_t { kG, kM, kMring, kSerial, kNaive, kSerialRing, kSchedules };
   std::vector<TimedVariant> timed;
   timed.push_back({[&] { return gemm_alone.run(buffers); }, {}, {}, {}, {}});
   timed.push_back({[&] { return comm_alone.run(buffers); }, {}, {}, {}, {}});
+  timed.push_back({[&] {
+                     const RunStats s = serial_ring.execute_comm_only(buffers);
+                     return Sample{s.total_s, 0, s.comm_s, 0};
+                   },
+                   {}, {}, {}, {}});
   timed.push_back({call_of(serial, buffers), {}, {}, {}, {}});
   timed.push_back({[&] { return naive.run(buffers); }, {}, {}, {}, {}});
+  timed.push_back({call_of(serial_ring, buffers), {}, {}, {}, {}});
   for (auto& op : ops) timed.push_back({call_of(*op, buffers), {}, {}, {}, {}});
   const double steps = settings.iters + 2.0;  // the timed iterations, the pieces alone, the checks
 
   // Warm-up. Serial goes first: it fills the gathered operand that GEMM alone multiplies.
-  warm_up(timed, std::max(settings.warmup, 1), 2);
+  warm_up(timed, std::max(settings.warmup, 1), kSerial);
   time_interleaved(timed, settings.iters, settings.exec.deadline_s, [&](int i) { progress((i + 1) / steps); });
-  result.gemm_alone = summarize(timed[0].total);
-  result.comm_alone = summarize(timed[1].total);
+  result.gemm_alone = summarize(timed[kG].total);
+  result.comm_alone = summarize(timed[kM].total);
+  result.comm_alone_p2p = summarize(timed[kMring].total);
 
   // DIL: each schedule's GEMM pieces with nothing beside them, interleaved with G again; and
   // each schedule's own communication with no GEMM at all.
@@ -225,20 +241,24 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
 
   // Every output against the reference; each check follows a fresh call of its variant, which
   // is also the call the traces show.
-  result.variants.push_back(variant("serial", serial.schedule().to_string(), "serial", timed[2]));
+  result.variants.push_back(variant("serial", serial.schedule().to_string(), "serial", timed[kSerial]));
   result.variants.back().workspace_bytes = reserved_bytes(serial);
-  result.variants.back().check = checked(timed[2].run, &serial, in, reference);
+  result.variants.back().check = checked(timed[kSerial].run, &serial, in, reference);
   result.variants.push_back(variant("naive", "naive:chunks=" + std::to_string(naive.chunks()),
-                                    "naive (" + std::to_string(naive.chunks()) + " pieces)", timed[3]));
+                                    "naive (" + std::to_string(naive.chunks()) + " pieces)", timed[kNaive]));
   result.variants.back().workspace_bytes = naive.workspace_bytes();
-  result.variants.back().check = checked(timed[3].run, nullptr, in, reference);
+  result.variants.back().check = checked(timed[kNaive].run, nullptr, in, reference);
+  result.variants.push_back(variant("unfused", serial_ring.schedule().to_string(), "serial-ring", timed[kSerialRing]));
+  result.variants.back().workspace_bytes = reserved_bytes(serial_ring);
+  result.variants.back().check = checked(timed[kSerialRing].run, &serial_ring, in, reference);
   for (std::size_t k = 0; k < ops.size(); ++k) {
-    VariantResult v = variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[4 + k]);
+    VariantResult v =
+        variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[kSchedules + k]);
     v.chunks_alone_s = summarize(pieces[k]).median;
     v.comm_alone_s = summarize(comm_only[k]).median;
     v.comm_alone_cpu_s = summarize(comm_cpu[k]).median;
     v.workspace_bytes = reserved_bytes(*ops[k]);
-    v.check = checked(timed[4 + k].run, ops[k].get(), in, reference);
+    v.check = checked(timed[kSchedules + k].run, ops[k].get(), in, reference);
     result.variants.push_back(std::move(v));
   }
 
@@ -246,8 +266,8 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
     result.variants[0].trace_file = trace(settings.trace_prefix + "-serial.json", serial);
     const VariantResult& best = result.best();
     for (std::size_t k = 0; k < ops.size(); ++k)
-      if (&result.variants[2 + k] == &best)
-        result.variants[2 + k].trace_file = trace(settings.trace_prefix + "-best.json", *ops[k]);
+      if (&result.variants[kFirstSchedule + k] == &best)
+        result.variants[kFirstSchedule + k].trace_file = trace(settings.trace_prefix + "-best.json", *ops[k]);
   }
   progress(1.0);
   return result;

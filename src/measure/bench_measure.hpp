@@ -34,7 +34,7 @@ struct MeasureSettings {
 
 /// One measured way of running the op (serial, naive or a cofuse schedule).
 struct VariantResult {
-  std::string kind;      // "serial", "naive" or "cofuse"
+  std::string kind;      // "serial", "naive", "unfused" (serial-ring) or "cofuse"
   std::string schedule;  // full schedule string; "naive:chunks=C" for the naive baseline
   std::string name;      // preset name, or the schedule string
   Summary total, gemm;   // slowest rank per call
@@ -53,15 +53,25 @@ struct CaseResult {
   OpDesc desc;
   uint64_t seed = 0;
   Summary gemm_alone, comm_alone;  // G and M, interleaved with everything else
+  Summary comm_alone_p2p;          // the serial-ring baseline's communication alone (cofuse's
+                                   // point-to-point ring, no GEMM), interleaved likewise
   double gemm_alone_dil_s = 0;     // G again, median of the runs interleaved with the pieces-alone runs
   double comm_alone_cpu_s = 0;     // CPU time a rank spends in M (user + system), slowest rank:
                                    // what communication takes from the cores the GEMM needs
-  std::vector<VariantResult> variants;  // serial, naive, then the schedules in order
+  std::vector<VariantResult> variants;  // serial, naive, serial-ring, then the schedules in order
   const VariantResult& serial() const { return variants.at(0); }
   const VariantResult& naive() const { return variants.at(1); }
+  const VariantResult& serial_ring() const { return variants.at(2); }
+  /// The honest baseline: the faster unfused way (the library collective or cofuse's ring).
+  const VariantResult& best_unfused() const;
+  /// The faster communication alone: the library collective (M) or the ring's.
+  double best_unfused_comm_s() const { return std::min(comm_alone.median, comm_alone_p2p.median); }
   /// The fastest cofuse schedule by median time, or serial when none ran.
   const VariantResult& best() const;
 };
+
+/// Where each variant sits in CaseResult::variants.
+inline constexpr std::size_t kFirstSchedule = 3;
 
 /// Bench and tune. desc must be valid and every schedule valid for it. progress(fraction) is
 /// called on every rank as the case advances (0..1).

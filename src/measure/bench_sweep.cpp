@@ -239,8 +239,11 @@ std::vector<PreparedCase> prepare_cases(const std::vector<BenchCase>& cases, int
     PreparedCase p{cases[i].desc(ranks), {}};
     const std::string where = "case " + std::to_string(i + 1) + " (" + p.desc.to_string() + ")";
     if (const Status st = p.desc.validate(); !st.ok()) bad(where + ": " + st.message());
+    // serial and serial-ring are baselines the bench always runs; other unfused schedules
+    // (serial,algo=direct) are measured like any schedule.
+    const Schedule serial_ring = *Schedule::parse("serial-ring");
     for (const Schedule& s : schedule_list(cases[i].schedules, p.desc, where))
-      if (s.overlap != Overlap::none && std::find(p.schedules.begin(), p.schedules.end(), s) == p.schedules.end())
+      if (s != serial_schedule() && s != serial_ring && std::find(p.schedules.begin(), p.schedules.end(), s) == p.schedules.end())
         p.schedules.push_back(s);
     out.push_back(std::move(p));
   }

@@ -21,13 +21,20 @@ PlanReport plan_report(const OpDesc& desc, std::string_view profile_flag, const 
   return r;
 }
 
-std::string PlanReport::json(int top) const {
-  nlohmann::ordered_json table = nlohmann::ordered_json::array();
-  int shown = 0;
+std::vector<const PlanCandidate*> PlanReport::shown(int top) const {
+  std::vector<const PlanCandidate*> out;
   for (const PlanCandidate& k : choice.candidates) {
     const bool always = k.schedule == choice.schedule || k.schedule.overlap == Overlap::none;
-    if (top > 0 && shown >= top && !always) continue;
-    ++shown;
+    if (top > 0 && static_cast<int>(out.size()) >= top && !always) continue;
+    out.push_back(&k);
+  }
+  return out;
+}
+
+std::string PlanReport::json(int top) const {
+  nlohmann::ordered_json table = nlohmann::ordered_json::array();
+  for (const PlanCandidate* candidate : shown(top)) {
+    const PlanCandidate& k = *candidate;
     table.push_back({{"schedule", k.schedule.to_string()}, {"name", k.name}, {"predicted_ms", k.predicted_s * 1e3},
                      {"dil_ms", k.losses.dil_s * 1e3}, {"cil_ms", k.losses.cil_s * 1e3},
                      {"exposed_comm_ms", k.losses.exposed_comm_s * 1e3}, {"workspace_bytes", k.workspace_bytes}});

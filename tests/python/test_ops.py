@@ -127,7 +127,9 @@ def test_plan_and_simulate_match_the_cli():
     p = cofuse.plan("ag_gemm", 1024, 1024, 1024, 4, profile="this-host-shm", top=3)
     assert p["profile"] == "this-host-shm" and p["choice"] and p["why"]
     assert p["serial_ms"] > 0 and any(c["name"] == "serial" for c in p["candidates"])
-    assert len(p["candidates"]) <= 3 + 2
+    # the top 3, the choice, and the three unfused baselines (serial, serial-ring, serial,algo=direct)
+    assert len(p["candidates"]) <= 3 + 1 + 3
+    assert {"serial", "serial-ring"} <= {c["name"] for c in p["candidates"]}
     tasks = cofuse.plan("gemm_rs", 64, 64, 64, 2, schedule="hetero-unfused-1d", rank=1)
     assert tasks["schedule_name"] == "hetero-unfused-1d" and "gemm" in tasks["plan"]
     s = cofuse.simulate("gemm_ar", 1024, 1024, 1024, 4, schedule="hetero-unfused-1d", profile="this-host-shm")

@@ -242,8 +242,9 @@ TEST(ExecModelTimes, BenchRecordExposedTime) {
   r.desc = synthetic_desc();
   r.gemm_alone = r.comm_alone = {1, 1, 1};
   r.variants = {variant_of("serial", "serial", 40, 20), variant_of("naive", "naive:chunks=4", 40, 20),
+                variant_of("unfused", "serial-ring", 30, 20),
                 variant_of("cofuse", plan_of(0).schedule.to_string(), s.total_s, s.gemm_s)};
-  const nlohmann::ordered_json record = measure::case_record({}, measure::BenchCase{}, 0, r, r.variants[2]);
+  const nlohmann::ordered_json record = measure::case_record({}, measure::BenchCase{}, 0, r, r.variants[3]);
   EXPECT_DOUBLE_EQ(record["metrics"]["exposed_ms"].get<double>(), 10e3);
   EXPECT_DOUBLE_EQ(record["metrics"]["gemm_in_run_ms"].get<double>(), 22e3);
 }
@@ -266,11 +267,11 @@ TEST(ExecModelTimes, ReportComparesExposedTimeOfOneMeaning) {
   r.desc = d;
   r.gemm_alone = r.comm_alone = {1, 1, 1};
   r.variants = {variant_of("serial", "serial", 1, 1), variant_of("naive", "naive:chunks=4", 1, 1),
-                variant_of("cofuse", ring.to_string(), sim.makespan_s, gemm_s)};
+                variant_of("unfused", "serial-ring", 1, 1), variant_of("cofuse", ring.to_string(), sim.makespan_s, gemm_s)};
   measure::RecordContext ctx;
   ctx.run = {{"tile_rows", 64}};
   ctx.machine = {{"link", {{"description", "made-up"}}}};
-  const std::vector<nlohmann::ordered_json> records = {measure::case_record(ctx, measure::BenchCase{}, 0, r, r.variants[2])};
+  const std::vector<nlohmann::ordered_json> records = {measure::case_record(ctx, measure::BenchCase{}, 0, r, r.variants[3])};
   const std::vector<measure::Prediction> p = measure::predict_records(records, profile);
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NEAR(p[0].error(), 0, 1e-12);

@@ -82,8 +82,26 @@ TEST(Lower, EveryPlanIsSound) {
           // Each rank does its share of the layer's multiply-adds (that the right ones, each
           // once, reach the right element is Lower.EveryOutputElementGetsEveryProductOnce).
           EXPECT_DOUBLE_EQ(gemm_flops, d.flops() / p) << "rank " << r;
-          if (s.overlap == Overlap::none) {
+          if (s.overlap == Overlap::none && s.algo == Algo::coll) {
             EXPECT_EQ(collectives[r].size(), 1u);
+          }
+          if (s.overlap == Overlap::none && s.algo != Algo::coll) {
+            // The unfused baselines by messages: no collective, and the GEMMs never interleave
+            // with communication (gather: every message before the one GEMM; reduce: every GEMM
+            // before any message).
+            EXPECT_TRUE(collectives[r].empty());
+            bool seen_gemm = false, seen_message = false;
+            for (const Task& t : plan.tasks) {
+              if (t.kind == TaskKind::gemm) {
+                EXPECT_FALSE(seen_gemm && seen_message) << t.label << ": a GEMM after a message after a GEMM";
+                seen_gemm = true;
+              }
+              if (t.kind == TaskKind::send || t.kind == TaskKind::recv) {
+                EXPECT_FALSE(d.op == OpKind::ag_gemm && seen_gemm) << t.label << ": a message after the GEMM";
+                seen_message = true;
+              }
+            }
+            if (d.op == OpKind::ag_gemm) EXPECT_EQ(std::count_if(plan.tasks.begin(), plan.tasks.end(), [](const Task& t) { return t.kind == TaskKind::gemm; }), 1);
           }
         }
         EXPECT_EQ(sends, recvs) << "every send needs one receive of the same size";

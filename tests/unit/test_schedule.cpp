@@ -74,8 +74,12 @@ TEST(ScheduleValidate, RejectsMeaninglessCombinationsWithAReason) {
   auto why = [](const OpDesc& d, const std::string& text) { return Schedule::parse(text)->validate_for(d).message(); };
   EXPECT_TRUE(serial_schedule().validate_for(ag).ok());
   EXPECT_NE(why(ag, "overlap=none,chunks=4").find("overlap=none is the unfused baseline"), std::string::npos);
-  EXPECT_NE(why(ag, "overlap=none,fusion=fused,engine=inline").find("has one form"), std::string::npos);
+  EXPECT_NE(why(ag, "overlap=none,fusion=fused,engine=inline").find("varies only in algo"), std::string::npos);
   EXPECT_NE(why(ag, "overlap=none,data=uniform").find("preset 'serial'"), std::string::npos);
+  EXPECT_NE(why(ag, "serial-ring,chunks=2").find("preset 'serial-ring'"), std::string::npos);
+  EXPECT_TRUE(Schedule::parse("serial-ring")->validate_for(ag).ok());
+  EXPECT_TRUE(Schedule::parse("serial,algo=direct")->validate_for(ar).ok());
+  EXPECT_EQ(schedule_name(*Schedule::parse("overlap=none,algo=ring")), "serial-ring");
   EXPECT_NE(why(ag, "overlap=chunk,chunks=1,algo=coll").find("use overlap=none"), std::string::npos);
   EXPECT_NE(why(ag, "overlap=shard,chunks=4,algo=ring").find("chunks must be 1"), std::string::npos);
   EXPECT_NE(why(ag, "overlap=shard,algo=coll").find("algo must be ring or direct"), std::string::npos);

@@ -42,11 +42,11 @@ int auto_plan(const PlanArgs& args, const OpDesc& d) {
             << "  " << std::left << std::setw(int(width)) << "candidate" << std::right << std::setw(12) << "predicted"
             << std::setw(10) << "vs serial" << std::setw(9) << "DIL" << std::setw(9) << "CIL" << std::setw(10) << "exposed"
             << std::setw(12) << "workspace" << "\n";
-  int shown = 0;
-  for (const PlanCandidate& k : c.candidates) {
+  const std::vector<const PlanCandidate*> listed = report.shown(args.top);
+  const int shown = static_cast<int>(listed.size());
+  for (const PlanCandidate* candidate : listed) {
+    const PlanCandidate& k = *candidate;
     const bool chosen = k.schedule == c.schedule;
-    if (shown >= args.top && !chosen && k.schedule.overlap != Overlap::none) continue;
-    ++shown;
     std::cout << (chosen ? "* " : "  ") << std::left << std::setw(int(width)) << k.name << std::right << std::fixed
               << std::setprecision(3) << std::setw(9) << k.predicted_s * 1e3 << " ms" << std::setprecision(2)
               << std::setw(9) << c.serial_s / k.predicted_s << "x" << std::setprecision(3) << std::setw(9)

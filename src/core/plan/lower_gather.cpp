@@ -32,9 +32,10 @@ Plan lower_gather(PlanBuilder& pb) {
   const int64_t ldC = n_loc;
   // G goes at the end of the workspace, so a caller who passes its own gathered buffer needs
   // only the part before it (Plan::gathered_offset).
-  auto finish = [&](const char* order) {
+  auto finish = [&](const std::string& order) {
     pb.plan().gathered_offset = pb.alloc(d.m * d.k);
-    return pb.finish(order);
+    return pb.finish(s.overlap == Overlap::none && s.algo != Algo::coll ? "unfused: G complete first, then one GEMM; " + order
+                                                                        : order);
   };
 
   // Shard j in op(G) coordinates, and the distance between consecutive shards in stored G.
@@ -62,14 +63,18 @@ Plan lower_gather(PlanBuilder& pb) {
     return pb.gemm(name("gemm", j, qi), z, x, d.trans_a, y, d.trans_b, accumulate, std::move(deps), step, qi);
   };
 
-  if (s.overlap == Overlap::none) {
-    // The unfused baseline: one allgather of whole shards straight into G (a strided datatype
-    // where shards are column blocks of G), then one GEMM over all of G.
-    const Piece whole{{0, a_rows}, {0, a_cols}};
-    const int coll = pb.collective("allgather", Collective::allgather, a_view(whole), g_view(0, whole), shard_stride, {}, 0);
+  // The unfused baselines (overlap=none) gather whole shards first, then run one GEMM over all of G.
+  const bool unfused = s.overlap == Overlap::none;
+  auto gemm_all = [&](std::vector<int> gathered) {
     const View g = op_view(Buf::gathered, 0, ldG, d.trans_a, {0, d.m}, {0, d.k});
     pb.gemm("gemm all", dense_view(Buf::c, 0, d.m, n_loc, ldC), g, d.trans_a,
-            op_view(Buf::b, 0, ldB, d.trans_b, {0, d.k}, {0, n_loc}), d.trans_b, false, {coll}, 0, 0);
+            op_view(Buf::b, 0, ldB, d.trans_b, {0, d.k}, {0, n_loc}), d.trans_b, false, std::move(gathered), 0, 0);
+  };
+  if (unfused && s.algo == Algo::coll) {
+    // One allgather of whole shards straight into G (a strided datatype where shards are column
+    // blocks of G).
+    const Piece whole{{0, a_rows}, {0, a_cols}};
+    gemm_all({pb.collective("allgather", Collective::allgather, a_view(whole), g_view(0, whole), shard_stride, {}, 0)});
     return finish("one collective, then one GEMM");
   }
 
@@ -77,8 +82,15 @@ Plan lower_gather(PlanBuilder& pb) {
   const int np = static_cast<int>(pieces.size());
   const bool uniform = s.data == DataMode::uniform;
 
-  // Own shard first: its GEMMs need no communication at all.
-  for (int qi = 0; qi < np; ++qi) gemm(r, qi, pieces[qi], a_view(pieces[qi]), {}, 0);
+  // Own shard first: its GEMMs need no communication at all. The unfused baselines multiply
+  // only once G is complete: `gathered` collects the tasks that complete it.
+  std::vector<int> gathered;
+  auto use = [&](int j, int qi, int in_g, int step) {
+    if (unfused) gathered.push_back(in_g);
+    else gemm(j, qi, pieces[qi], g_view(j, pieces[qi]), {in_g}, step);
+  };
+  if (!unfused)
+    for (int qi = 0; qi < np; ++qi) gemm(r, qi, pieces[qi], a_view(pieces[qi]), {}, 0);
 
   // Where each own piece is sent from: A itself, or (uniform, strided) a packed copy.
   std::vector<View> own_src(np);
@@ -113,7 +125,8 @@ Plan lower_gather(PlanBuilder& pb) {
   };
   auto place_own_shard = [&] {
     const Piece whole{{0, a_rows}, {0, a_cols}};
-    pb.copy(TaskKind::unpack, "place own shard in G", a_view(whole), g_view(r, whole), {}, 0, 0);
+    gathered.push_back(pb.copy(TaskKind::unpack, "place own shard in G", a_view(whole), g_view(r, whole), {}, 0, 0));
+    if (unfused) gemm_all(gathered);
   };
   auto tag = [&](int step, int qi) { return step * np + qi; };
 
@@ -155,7 +168,7 @@ Plan lower_gather(PlanBuilder& pb) {
       for (int qi = 0; qi < np; ++qi) {
         src[qi] = arrived[qi].forward_from;
         src_dep[qi] = {arrived[qi].forward_ready};
-        gemm(j, qi, pieces[qi], g_view(j, pieces[qi]), {arrived[qi].in_g}, step);
+        use(j, qi, arrived[qi].in_g, step);
       }
     }
     place_own_shard();
@@ -170,7 +183,7 @@ Plan lower_gather(PlanBuilder& pb) {
     for (int qi = 0; qi < np; ++qi) pb.send(name("send", r, qi), own_src[qi], to, tag(step, qi), own_dep[qi], step, qi);
     std::vector<Arrival> arrived;
     for (int qi = 0; qi < np; ++qi) arrived.push_back(receive(from, qi, from, tag(step, qi), step));
-    for (int qi = 0; qi < np; ++qi) gemm(from, qi, pieces[qi], g_view(from, pieces[qi]), {arrived[qi].in_g}, step);
+    for (int qi = 0; qi < np; ++qi) use(from, qi, arrived[qi].in_g, step);
   }
   place_own_shard();
   return finish("direct, staggered: at step s rank r sends to rank r+s and receives from rank r-s, so "

@@ -5,6 +5,8 @@
 // block b; gemm_ar then also gathers every block onto every rank. Each block is cut into pieces
 // by the schedule. Partials live in the plan's workspace in whatever layout suits the message,
 // so only the caller's C can be strided (2d tiles, or column blocks of gemm_ar's C).
+#include <map>
+
 #include "core/plan/builder.hpp"
 
 namespace cofuse::detail {
@@ -116,19 +118,44 @@ Plan lower_reduce(PlanBuilder& pb) {
   const std::vector<Piece> own_pieces = pieces_of(r);
   std::vector<int> final_task(own_pieces.size(), -1);
 
+  // A partial of block b into `target`, tagged with the step and piece that send it. Overlapped
+  // schedules compute each partial just before its message. The unfused baselines (overlap=none,
+  // algo ring/direct) compute every partial first, in the order the messages need them, and
+  // only then communicate: `early` holds those GEMM tasks, keyed by (step, piece).
+  const bool unfused = s.overlap == Overlap::none;
+  std::map<std::pair<int, int>, int> early;
+  auto finish = [&](const std::string& order) {
+    return pb.finish(unfused ? "unfused: every partial first, then the messages; " + order : order);
+  };
+  auto partial_for = [&](int step, int b, int qi, const Piece& q, View target) {
+    if (const auto it = early.find({step, qi}); it != early.end()) return it->second;
+    return partial_of(name("gemm", b, qi), target, b, q, {}, step, qi);
+  };
+
   if (s.algo == Algo::ring) {
     // At step s rank r works on block (r-s-1) mod P: it computes its partial just in time, adds
     // the running sum arriving from the left, and passes it right. At step P-1 the block is r's
     // own, and the sum lands in C.
     const int left = (r - 1 + P) % P, right = (r + 1) % P;
+    auto block_at = [&](int step) { return ((r - step - 1) % P + 2 * P) % P; };
+    std::map<std::pair<int, int>, View> targets;  // where the partial of (step, piece) goes
     for (int step = 0; step < P; ++step) {
-      const int b = ((r - step - 1) % P + 2 * P) % P;
+      const std::vector<Piece> pieces = pieces_of(block_at(step));
+      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+        const Piece& q = pieces[qi];
+        const View target = step == P - 1 ? c_view(r, q) : slot(q.rows.size, q.cols.size);
+        targets[{step, qi}] = target;
+        if (unfused) early[{step, qi}] = partial_of(name("gemm", block_at(step), qi), target, block_at(step), q, {}, step, qi);
+      }
+    }
+    for (int step = 0; step < P; ++step) {
+      const int b = block_at(step);
       const std::vector<Piece> pieces = pieces_of(b);
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
         const Piece& q = pieces[qi];
         const bool last = step == P - 1;
-        const View target = last ? c_view(r, q) : slot(q.rows.size, q.cols.size);
-        std::vector<int> ready = {partial_of(name("gemm", b, qi), target, b, q, {}, step, qi)};
+        const View target = targets.at({step, qi});
+        std::vector<int> ready = {partial_for(step, b, qi, q, target)};
         if (step > 0) {
           const View incoming = slot(q.rows.size, q.cols.size);
           const int rv = pb.recv(name("recv", b, qi), incoming, left, tag(0, step, qi), {}, step, qi);
@@ -143,12 +170,24 @@ Plan lower_reduce(PlanBuilder& pb) {
     // the owner adds the P-1 arrivals into its own partial in step order (deterministic).
     std::vector<std::vector<int>> arrivals(own_pieces.size());
     std::vector<std::vector<View>> incoming(own_pieces.size());
+    std::map<std::pair<int, int>, View> outs;  // where the partial sent at (step, piece) goes
+    for (int step = 1; step < P; ++step) {
+      const int to = (r + step) % P;
+      const std::vector<Piece> pieces = pieces_of(to);
+      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+        const View out = outs[{step, qi}] = slot(pieces[qi].rows.size, pieces[qi].cols.size);
+        if (unfused) early[{step, qi}] = partial_of(name("gemm", to, qi), out, to, pieces[qi], {}, step, qi);
+      }
+    }
+    if (unfused)  // the own block's partial too, straight into C, before any message
+      for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
+        early[{0, qi}] = partial_of(name("gemm", r, qi), c_view(r, own_pieces[qi]), r, own_pieces[qi], {}, 0, qi);
     for (int step = 1; step < P; ++step) {
       const int to = (r + step) % P, from = (r - step + P) % P;
       const std::vector<Piece> pieces = pieces_of(to);
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
-        const View out = slot(pieces[qi].rows.size, pieces[qi].cols.size);
-        const int g = partial_of(name("gemm", to, qi), out, to, pieces[qi], {}, step, qi);
+        const View out = outs.at({step, qi});
+        const int g = partial_for(step, to, qi, pieces[qi], out);
         pb.send(name("send", to, qi), out, to, tag(0, step, qi), {g}, step, qi);
       }
       for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
@@ -157,7 +196,7 @@ Plan lower_reduce(PlanBuilder& pb) {
       }
     }
     for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
-      int last = partial_of(name("gemm", r, qi), c_view(r, own_pieces[qi]), r, own_pieces[qi], {}, 0, qi);
+      int last = partial_for(0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
       for (std::size_t i = 0; i < arrivals[qi].size(); ++i)
         last = pb.reduce(name("reduce", r, qi), c_view(r, own_pieces[qi]), incoming[qi][i], {last, arrivals[qi][i]},
                          static_cast<int>(i) + 1, qi);
@@ -165,7 +204,7 @@ Plan lower_reduce(PlanBuilder& pb) {
     }
   }
   if (!all_reduce)
-    return pb.finish(s.algo == Algo::ring
+    return finish(s.algo == Algo::ring
                          ? "reduce-scatter ring: at step s rank r sums block (r-s-1) mod P and passes it to r+1; "
                            "tags (step, piece) make posting order irrelevant"
                          : "direct, staggered: at step s rank r sends its partial of block r+s to rank r+s and "
@@ -207,7 +246,7 @@ Plan lower_reduce(PlanBuilder& pb) {
         fwd.push_back({where, {rv}});
       }
     }
-    return pb.finish("all-reduce as a reduce-scatter ring then an all-gather ring over row blocks of C; "
+    return finish("all-reduce as a reduce-scatter ring then an all-gather ring over row blocks of C; "
                      "tags (phase, step, piece) make posting order irrelevant");
   }
   std::vector<std::pair<View, std::vector<int>>> own;
@@ -220,7 +259,7 @@ Plan lower_reduce(PlanBuilder& pb) {
     const std::vector<Piece> in = pieces_of(from);
     for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) receive(from, qi, in[qi], from, tag(1, step, qi), step);
   }
-  return pb.finish("all-reduce as a direct reduce-scatter then a direct all-gather, staggered by rank; "
+  return finish("all-reduce as a direct reduce-scatter then a direct all-gather, staggered by rank; "
                    "tags (phase, step, piece) make posting order irrelevant");
 }
 

@@ -75,6 +75,9 @@ const std::vector<Preset>& presets() {
     using O = Overlap;
     std::vector<Preset> p = {
         {"serial", serial_schedule(), "the unfused baseline: whole collective, whole GEMM"},
+        {"serial-ring", make(O::none, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
+         "the unfused baseline by cofuse's own transport: whole GEMM and a blocking point-to-point ring, one after "
+         "the other"},
         {"shard", make(O::shard, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
          "one ring step per peer shard, progress thread (FiCCO's shard-overlap baseline)"},
     };
@@ -162,9 +165,14 @@ Status Schedule::validate_for(const OpDesc& desc) const {
   auto fail = [&](const std::string& why) { return invalid(name + ": " + why); };
   if (chunks < 1 || chunks > kMaxChunks) return fail("chunks must be in 1.." + std::to_string(kMaxChunks));
   if (overlap == Overlap::none) {
-    if (!(*this == serial_schedule()))
-      return fail("overlap=none is the unfused baseline (one collective, one GEMM) and has one form: " +
-                  serial_schedule().to_string() + " (preset 'serial')");
+    // The unfused baselines differ only in how they move the data: a library collective
+    // (serial), or cofuse's own point-to-point ring or direct exchange (serial-ring).
+    Schedule base = serial_schedule();
+    base.algo = algo;
+    if (!(*this == base))
+      return fail("overlap=none is the unfused baseline (whole GEMM and whole communication, one after the other) "
+                  "and varies only in algo: " + serial_schedule().to_string() +
+                  " (preset 'serial'), or the same with algo=ring (preset 'serial-ring') or algo=direct");
     return Status::Ok();
   }
   if (overlap == Overlap::shard) {
@@ -190,6 +198,7 @@ std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<
   auto add = [&](const Schedule& s) {
     if (can_run(Backend::cpu_mpi, desc, s).ok()) out.push_back(s);
   };
+  for (Algo a : {Algo::ring, Algo::direct}) add(make(Overlap::none, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, a));
   for (Fusion f : kFusions) {
     const CommDriver e = f == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
     for (Algo a : {Algo::ring, Algo::direct})
