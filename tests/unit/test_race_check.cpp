@@ -52,6 +52,11 @@ TEST(RaceCheck, RemovingADependencyThatOrdersABufferIsFound) {
       const Plan plan = lower(d, s, 1);
       for (std::size_t t = 0; t < plan.tasks.size(); ++t)
         for (std::size_t k = 0; k < plan.tasks[t].deps.size(); ++k) {
+          // A send's dependency on the previous send to the same peer orders the link, not
+          // memory (docs/schedules.md): no race to find without it.
+          const Task& dep = plan.tasks[std::size_t(plan.tasks[t].deps[k])];
+          if (plan.tasks[t].kind == TaskKind::send && dep.kind == TaskKind::send && dep.peer == plan.tasks[t].peer)
+            continue;
           Plan broken = plan;
           broken.tasks[t].deps.erase(broken.tasks[t].deps.begin() + std::ptrdiff_t(k));
           ++tried;

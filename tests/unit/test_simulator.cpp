@@ -236,12 +236,13 @@ MachineProfile round_profile(double contention) {
 //   100 us, + 10 us launch = 110 us (memory: 540,000 bytes = 0.54 us, below). Makespan 340 us.
 // ring, 2 chunks: pieces of 50 rows (100,000 bytes). GEMM 50x50x500: 2.5e6 flop = 25 us + 10 us
 //   = 35 us (memory 0.21 us). At t = 0 both own pieces start on the compute engine (0-35, 35-70)
-//   and both pieces are posted to the peer: latency 20 us + poll_us / 2 = 100 us -> 120 us each;
-//   one connection per pair, so piece 0 flows 120-220 (100,000 bytes at 1 GB/s) and piece 1
-//   220-320 (the other direction uses other links, in parallel). The peer shard's GEMMs follow
-//   their arrivals: 220-255 and 320-355. Makespan 355 us.
+//   and piece 0 is posted to the peer: latency 20 us + poll_us / 2 = 100 us -> 120 us; it flows
+//   120-220 (100,000 bytes at 1 GB/s). Messages to one peer go one at a time (lowering chains
+//   them), so piece 1 is posted when piece 0's send ends, at 220: flows 340-440 (the other
+//   direction uses other links, in parallel). The peer shard's GEMMs follow their arrivals:
+//   220-255 and 440-475. Makespan 475 us.
 //   Losses: G = 110, M = 230, pieces alone 4 x 35 = 140 so DIL = 30; CIL = 0; compute busy 140,
-//   exposed communication 355 - 140 = 215; overhead = 4 launches = 40 us.
+//   exposed communication 475 - 140 = 335; overhead = 4 launches = 40 us.
 TEST(Simulator, SerialAndTwoChunkRingByHand) {
   const OpDesc d{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
   const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
@@ -256,7 +257,7 @@ TEST(Simulator, SerialAndTwoChunkRingByHand) {
   }
 
   const SimResult piped = simulate(d, ring, round_profile(1));
-  near(piped.makespan_s, 355 * us);
+  near(piped.makespan_s, 475 * us);
   for (int r = 0; r < 2; ++r) {
     const Plan& plan = piped.plans[r];
     std::vector<double> gemm_ends;
@@ -266,7 +267,7 @@ TEST(Simulator, SerialAndTwoChunkRingByHand) {
     near(gemm_ends[0], 35);
     near(gemm_ends[1], 70);
     near(gemm_ends[2], 255);
-    near(gemm_ends[3], 355);
+    near(gemm_ends[3], 475);
   }
   const SimLosses& l = piped.losses;
   near(l.gemm_alone_s, 110 * us);
@@ -275,7 +276,7 @@ TEST(Simulator, SerialAndTwoChunkRingByHand) {
   near(l.ideal_s, 230 * us);
   near(l.dil_s, 30 * us);
   EXPECT_NEAR(l.cil_s, 0, 1e-15);
-  near(l.exposed_comm_s, 215 * us);
+  near(l.exposed_comm_s, 335 * us);
   near(l.overhead_s, 40 * us);
 }
 
@@ -283,11 +284,11 @@ TEST(Simulator, SerialAndTwoChunkRingByHand) {
 // message in flight, latency included; a flow at half speed while a GEMM runs at either end):
 //   own GEMMs: messages in flight from t = 0, so 35 us of work take 70: 0-70, 70-140.
 //   piece 0 flow from 120: half speed until the GEMMs end at 140 (10,000 bytes), then the other
-//     90,000 at full speed: ends at 230.
-//   peer piece 0 GEMM from 230, piece 1 flowing: both at half speed until the GEMM ends at 300
-//     (35,000 bytes moved); the last 65,000 bytes at full speed: piece 1 arrives at 365.
-//   peer piece 1 GEMM: nothing in flight any more, 365-400. Makespan 400 us.
-//   CIL = GEMM time in the run 70 + 70 + 70 + 35 = 245 - 140 alone = 105; exposed 400 - 245 = 155.
+//     90,000 at full speed: ends at 230; piece 1 is posted then (one message at a time per peer).
+//   peer piece 0 GEMM from 230 at half speed (piece 1 in flight, in its latency): 230-300.
+//   piece 1 flows from 230 + 120 = 350, no GEMM running: full speed, arrives at 450.
+//   peer piece 1 GEMM: nothing in flight any more, 450-485. Makespan 485 us.
+//   CIL = GEMM time in the run 70 + 70 + 70 + 35 = 245 - 140 alone = 105; exposed 485 - 245 = 240.
 // The serial baseline never overlaps, so contention leaves it at 340 us.
 TEST(Simulator, TwoChunkRingUnderContentionByHand) {
   const OpDesc d{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
@@ -295,7 +296,7 @@ TEST(Simulator, TwoChunkRingUnderContentionByHand) {
   const double us = 1e-6;
   auto near = [](double got, double want) { EXPECT_NEAR(got, want, 1e-9 * want) << "want " << want; };
   const SimResult r = simulate(d, ring, round_profile(0.5));
-  near(r.makespan_s, 400 * us);
+  near(r.makespan_s, 485 * us);
   for (int rank = 0; rank < 2; ++rank) {
     const Plan& plan = r.plans[rank];
     std::vector<double> gemm_ends, recv_ends;
@@ -309,12 +310,12 @@ TEST(Simulator, TwoChunkRingUnderContentionByHand) {
     near(gemm_ends[1], 140);
     near(recv_ends[0], 230);
     near(gemm_ends[2], 300);
-    near(recv_ends[1], 365);
-    near(gemm_ends[3], 400);
+    near(recv_ends[1], 450);
+    near(gemm_ends[3], 485);
   }
   near(r.losses.serial_s, 340 * us);
   near(r.losses.cil_s, 105 * us);
-  near(r.losses.exposed_comm_s, 155 * us);
+  near(r.losses.exposed_comm_s, 240 * us);
 }
 
 // Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the

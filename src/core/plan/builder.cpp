@@ -117,12 +117,13 @@ int PlanBuilder::reduce(const std::string& label, View into, View from, std::vec
 
 int PlanBuilder::send(const std::string& label, View from, int peer, int tag, std::vector<int> deps, int step,
                       int chunk) {
+  if (const auto previous = last_send_to_.find(peer); previous != last_send_to_.end()) deps.push_back(previous->second);
   Task t = base_task(TaskKind::send, EngineId::comm, label, std::move(deps), step, chunk);
   t.x = from;
   t.peer = peer;
   t.tag = tag;
   t.bytes = from.elements() * static_cast<int64_t>(elem());
-  return add(std::move(t));
+  return last_send_to_[peer] = add(std::move(t));
 }
 
 int PlanBuilder::recv(const std::string& label, View into, int peer, int tag, std::vector<int> deps, int step,

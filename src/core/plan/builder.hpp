@@ -1,6 +1,7 @@
 // Shared tools of the lowering code: ranges, pieces, views of op(X), and a plan under construction.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ class PlanBuilder {
            std::vector<int> deps, int step, int chunk);
   int copy(TaskKind kind, const std::string& label, View from, View to, std::vector<int> deps, int step, int chunk);
   int reduce(const std::string& label, View into, View from, std::vector<int> deps, int step, int chunk);
+  /// A send also waits for the previous send to the same peer: see last_send_to_.
   int send(const std::string& label, View from, int peer, int tag, std::vector<int> deps, int step, int chunk);
   int recv(const std::string& label, View into, int peer, int tag, std::vector<int> deps, int step, int chunk);
   int collective(const std::string& label, Collective kind, View x, View z, int64_t stride, std::vector<int> deps,
@@ -66,6 +68,12 @@ class PlanBuilder {
 
  private:
   Plan plan_;
+  // A rank's messages to one peer leave one at a time, in plan order. Posted together, Open
+  // MPI's TCP transport interleaves their fragments, so every piece arrives near the end and
+  // the pipeline stalls: ag_gemm 2048x1024x1536 on a 2 Gbit/s link, whose first of 8 pieces
+  // arrived after 32 of the 49 ms the whole shard takes; one at a time, after 5 ms (T 66 ms ->
+  // 54 ms, docs/benchmarks.md). Shared memory neither gains nor loses measurably.
+  std::map<int, int> last_send_to_;  // peer -> its last send task
 };
 
 /// Lowering of the two op families (the only code that knows how ops are cut).
