@@ -145,7 +145,7 @@ Plan lower_reduce(PlanBuilder& pb) {
         const Piece& q = pieces[qi];
         const View target = step == P - 1 ? c_view(r, q) : slot(q.rows.size, q.cols.size);
         targets[{step, qi}] = target;
-        if (unfused) early[{step, qi}] = partial_of(name("gemm", block_at(step), qi), target, block_at(step), q, {}, step, qi);
+        if (unfused) early[{step, qi}] = partial_for(step, block_at(step), qi, q, target);
       }
     }
     for (int step = 0; step < P; ++step) {
@@ -176,12 +176,12 @@ Plan lower_reduce(PlanBuilder& pb) {
       const std::vector<Piece> pieces = pieces_of(to);
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
         const View out = outs[{step, qi}] = slot(pieces[qi].rows.size, pieces[qi].cols.size);
-        if (unfused) early[{step, qi}] = partial_of(name("gemm", to, qi), out, to, pieces[qi], {}, step, qi);
+        if (unfused) early[{step, qi}] = partial_for(step, to, qi, pieces[qi], out);
       }
     }
     if (unfused)  // the own block's partial too, straight into C, before any message
       for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
-        early[{0, qi}] = partial_of(name("gemm", r, qi), c_view(r, own_pieces[qi]), r, own_pieces[qi], {}, 0, qi);
+        early[{0, qi}] = partial_for(0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
     for (int step = 1; step < P; ++step) {
       const int to = (r + step) % P, from = (r - step + P) % P;
       const std::vector<Piece> pieces = pieces_of(to);
