@@ -88,9 +88,11 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
-/// The unfused baseline by the library collective (preset "serial"). The same with algo=ring is
-/// preset "serial-ring", the unfused baseline by cofuse's own point-to-point transport.
+/// The unfused baseline by the library collective (preset "serial").
 Schedule serial_schedule();
+/// The same with algo=ring (preset "serial-ring"): the unfused baseline by cofuse's own
+/// point-to-point transport.
+Schedule serial_ring_schedule();
 
 /// A named schedule and what it is.
 struct Preset {

@@ -181,7 +181,7 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   Operation serial(desc, MPI_COMM_WORLD, serial_schedule(), settings.exec);
   // The honest baseline: unfused too, but moving the data by cofuse's own ring, which over TCP
   // moves fewer bytes than Open MPI's reduce-scatter (docs/benchmarks.md).
-  Operation serial_ring(desc, MPI_COMM_WORLD, *Schedule::parse("serial-ring"), settings.exec);
+  Operation serial_ring(desc, MPI_COMM_WORLD, serial_ring_schedule(), settings.exec);
   std::vector<std::unique_ptr<Operation>> ops;
   for (const Schedule& s : schedules) ops.push_back(std::make_unique<Operation>(desc, MPI_COMM_WORLD, s, settings.exec));
   GemmAlone gemm_alone(desc);

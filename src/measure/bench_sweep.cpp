@@ -241,7 +241,7 @@ std::vector<PreparedCase> prepare_cases(const std::vector<BenchCase>& cases, int
     if (const Status st = p.desc.validate(); !st.ok()) bad(where + ": " + st.message());
     // serial and serial-ring are baselines the bench always runs; other unfused schedules
     // (serial,algo=direct) are measured like any schedule.
-    const Schedule serial_ring = *Schedule::parse("serial-ring");
+    const Schedule serial_ring = serial_ring_schedule();
     for (const Schedule& s : schedule_list(cases[i].schedules, p.desc, where))
       if (s != serial_schedule() && s != serial_ring && std::find(p.schedules.begin(), p.schedules.end(), s) == p.schedules.end())
         p.schedules.push_back(s);

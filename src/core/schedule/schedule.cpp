@@ -70,12 +70,18 @@ bool Schedule::separate_comm_engine() const { return detail::engine_rules(*this)
 
 Schedule serial_schedule() { return Schedule{}; }
 
+Schedule serial_ring_schedule() {
+  Schedule s = serial_schedule();
+  s.algo = Algo::ring;
+  return s;
+}
+
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> all = [] {
     using O = Overlap;
     std::vector<Preset> p = {
         {"serial", serial_schedule(), "the unfused baseline: whole collective, whole GEMM"},
-        {"serial-ring", make(O::none, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
+        {"serial-ring", serial_ring_schedule(),
          "the unfused baseline by cofuse's own transport: whole GEMM and a blocking point-to-point ring, one after "
          "the other"},
         {"shard", make(O::shard, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
