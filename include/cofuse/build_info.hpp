@@ -11,6 +11,7 @@ struct BuildInfo {
   std::string compiler;      // e.g. "g++ 12.2.0"
   std::string mpi;           // MPI_Get_library_version, first line
   std::string blas;          // OpenBLAS configuration, core type and thread count
+  std::string blas_warning;  // empty, or why OpenBLAS's kernels are far slower than this CPU allows, with the fix
 };
 
 /// Safe to call before MPI_Init and without MPI ranks.

@@ -25,6 +25,7 @@ BuildInfo build_info() {
   info.mpi.assign(text, static_cast<std::size_t>(length));
   if (auto cut = info.mpi.find_first_of(",\n"); cut != std::string::npos) info.mpi.resize(cut);
   info.blas = detail::blas_version();
+  info.blas_warning = detail::blas_fallback_warning();
   return info;
 }
 

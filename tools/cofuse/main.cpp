@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
               << "compiler: " << info.compiler << "\n"
               << "mpi:      " << info.mpi << "\n"
               << "blas:     " << info.blas << "\n";
+    if (!info.blas_warning.empty()) std::cout << "warning:  " << info.blas_warning << "\n";
     return 0;
   }
   if (app.got_subcommand("run")) return run_command();

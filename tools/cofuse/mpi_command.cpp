@@ -1,5 +1,6 @@
 #include "mpi_command.hpp"
 
+#include "cofuse/build_info.hpp"
 #include "cpu/comm/failure.hpp"
 
 #include <mpi.h>
@@ -18,6 +19,8 @@ int run_with_mpi(const std::string& command, const std::function<int()>& body,
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (const std::string slow = build_info().blas_warning; rank == 0 && !slow.empty())
+    std::cerr << "cofuse " << command << ": warning: " << slow << std::endl;
   int exit_code = 0;
   try {
     exit_code = body();

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <climits>
+#include <set>
 #include <string>
 
 #include "cofuse/status.hpp"
@@ -33,6 +34,25 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, static_cast<const float*>(a.data), lda,
                 static_cast<const float*>(b.data), ldb, accumulate ? 1.0f : 0.0f, static_cast<float*>(c), ldC);
   }
+}
+
+std::string blas_fallback_warning() {
+  // OpenBLAS's DYNAMIC_ARCH picks its kernels from the CPU model at load time; a model newer than
+  // the release (Debian 12's 0.3.21 does not know Emerald Rapids, model 207) gets the generic
+  // pre-AVX "Prescott" kernels: measured here 20-30 GFLOP/s per core against 150-160 with
+  // OPENBLAS_CORETYPE=SkylakeX. The choice is made before main(), so all cofuse can do is say so.
+  // scripts/env.sh applies the same rule (the same list of pre-AVX2 cores) before the job starts.
+  static const std::set<std::string> pre_avx2 = {"Prescott", "Core2",  "Penryn", "Dunnington", "Nehalem",
+                                                 "Atom",     "Katmai", "Coppermine", "Northwood", "Banias",
+                                                 "Sandybridge", "Unknown"};
+  const std::string core = openblas_get_corename();
+  if (!pre_avx2.count(core)) return "";
+  __builtin_cpu_init();
+  const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
+  if (!better) return "";
+  return "OpenBLAS did not recognise this CPU and runs its generic '" + core +
+         "' kernels, several times slower than the CPU allows (GEMM timings and profiles will be too); "
+         "start the job with OPENBLAS_CORETYPE=" + better + " in its environment (scripts/env.sh sets it)";
 }
 
 std::string blas_version() {

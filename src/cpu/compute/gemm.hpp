@@ -25,4 +25,8 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b
 /// The OpenBLAS build cofuse runs on, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".
 std::string blas_version();
 
+/// Empty, or why OpenBLAS runs kernels far slower than this CPU allows (it did not recognise the
+/// CPU and fell back to pre-AVX2 kernels) and the OPENBLAS_CORETYPE that fixes it.
+std::string blas_fallback_warning();
+
 }  // namespace cofuse::detail
