@@ -173,7 +173,7 @@ def plan(op, m, n, k, ranks, *, dtype="float32", axis=None, trans_a=False, trans
     """What the planner makes of an op, without MPI (any rank count, any machine's profile).
 
     schedule "auto": the dict `cofuse plan --schedule auto --json` prints: the choice, why, the
-    predictions of the `top` best candidates (serial and the choice always among them).
+    predictions of the `top` best candidates (the unfused baselines and the choice always among them).
     A given schedule: {"op", "schedule", "schedule_name", "plan"}, "plan" being rank `rank`'s
     task plan as text.
     """

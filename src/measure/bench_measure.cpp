@@ -136,7 +136,17 @@ const VariantResult& CaseResult::best() const {
 }
 
 const VariantResult& CaseResult::best_unfused() const {
-  return serial_ring().total.median < serial().total.median ? serial_ring() : serial();
+  const VariantResult* best = &serial();
+  for (const VariantResult& v : variants)
+    if (v.kind == "unfused" && v.total.median < best->total.median) best = &v;
+  return *best;
+}
+
+double CaseResult::best_unfused_comm_s() const {
+  double best = std::min(comm_alone.median, comm_alone_p2p.median);
+  for (const VariantResult& v : variants)
+    if (v.kind == "unfused" && v.comm_alone_s) best = std::min(best, *v.comm_alone_s);
+  return best;
 }
 
 CheckResult check_fresh_call(Operation& op, Inputs& in, const Reference& reference) {
@@ -252,8 +262,10 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   result.variants.back().workspace_bytes = reserved_bytes(serial_ring);
   result.variants.back().check = checked(timed[kSerialRing].run, &serial_ring, in, reference);
   for (std::size_t k = 0; k < ops.size(); ++k) {
+    // An unfused schedule asked for by name (serial,algo=direct) is a baseline, not overlap.
+    const char* kind = ops[k]->schedule().overlap == Overlap::none ? "unfused" : "cofuse";
     VariantResult v =
-        variant("cofuse", ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[kSchedules + k]);
+        variant(kind, ops[k]->schedule().to_string(), schedule_name(ops[k]->schedule()), timed[kSchedules + k]);
     v.chunks_alone_s = summarize(pieces[k]).median;
     v.comm_alone_s = summarize(comm_only[k]).median;
     v.comm_alone_cpu_s = summarize(comm_cpu[k]).median;

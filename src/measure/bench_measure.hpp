@@ -34,7 +34,7 @@ struct MeasureSettings {
 
 /// One measured way of running the op (serial, naive or a cofuse schedule).
 struct VariantResult {
-  std::string kind;      // "serial", "naive", "unfused" (serial-ring) or "cofuse"
+  std::string kind;      // "serial", "naive", "unfused" (serial-ring, or overlap=none asked for) or "cofuse"
   std::string schedule;  // full schedule string; "naive:chunks=C" for the naive baseline
   std::string name;      // preset name, or the schedule string
   Summary total, gemm;   // slowest rank per call
@@ -62,10 +62,12 @@ struct CaseResult {
   const VariantResult& serial() const { return variants.at(0); }
   const VariantResult& naive() const { return variants.at(1); }
   const VariantResult& serial_ring() const { return variants.at(2); }
-  /// The honest baseline: the faster unfused way (the library collective or cofuse's ring).
+  /// The honest baseline: the fastest unfused way (the library collective, cofuse's ring, or an
+  /// unfused schedule that was asked for, such as serial,algo=direct).
   const VariantResult& best_unfused() const;
-  /// The faster communication alone: the library collective (M) or the ring's.
-  double best_unfused_comm_s() const { return std::min(comm_alone.median, comm_alone_p2p.median); }
+  /// The fastest communication alone: the library collective (M), the ring's (M'), or that of an
+  /// unfused schedule that was asked for.
+  double best_unfused_comm_s() const;
   /// The fastest cofuse schedule by median time, or serial when none ran.
   const VariantResult& best() const;
 };

@@ -36,6 +36,19 @@ TEST(CanRun, SerialRunsEverywhereInItsDtypes) {
   EXPECT_TRUE(has(bf16.message(), "dtype bf16 runs on the CUDA executor")) << bf16.message();
 }
 
+TEST(CanRun, ThePointToPointBaselinesRunOnTheCpuOnly) {
+  // ag_gemm axis k gathers A in column blocks: NCCL would also refuse its strided pieces, but the
+  // reason to give is that the baseline itself is a CPU one.
+  const OpDesc ag_k = op(OpKind::ag_gemm, Axis::k);
+  for (const char* text : {"serial-ring", "serial,algo=direct"})
+    for (const OpDesc& d : {kAg, ag_k, kRs, kAr}) {
+      EXPECT_TRUE(can_run(Backend::cpu_mpi, d, sched(text)).ok()) << text;
+      for (Backend b : {Backend::cuda_local, Backend::cuda_nccl})
+        EXPECT_TRUE(has(why(b, d, text), "the unfused baseline by point-to-point messages runs on the CPU executor"))
+            << to_string(b) << " " << text << ": " << why(b, d, text);
+    }
+}
+
 TEST(CanRun, AnInvalidOpOrScheduleIsRefusedByEveryBackend) {
   OpDesc bad = kRs;
   bad.m = 15;  // not divisible by 2 ranks

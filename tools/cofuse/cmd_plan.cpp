@@ -113,7 +113,7 @@ std::function<int()> add_plan_command(CLI::App& app) {
   plan->add_option("--profile", args->profile,
                    "With --schedule auto: the machine profile to plan for (a name or a file; default $COFUSE_PROFILE, "
                    "else " + std::string(config::kProfile) + "; cofuse config shows it)");
-  plan->add_option("--top", args->top, "With --schedule auto: candidates to list (serial and the choice always)")
+  plan->add_option("--top", args->top, "With --schedule auto: candidates to list (the unfused baselines and the choice always)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_flag("--json", args->json, "With --schedule auto: one JSON object");

@@ -85,6 +85,11 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   if (cpu && !has(rules.drivers, s.driver))  // serial included: it names engine=thread
     return invalid(std::string("engine=") + to_string(s.driver) +
                    " is a GPU engine; the CPU executor runs engine=thread or engine=inline");
+  // Before the contiguity walk below: that would name a strided piece, not the real reason.
+  if (s.overlap == Overlap::none && !cpu && s.algo != Algo::coll)
+    return invalid("schedule " + s.to_string() +
+                   ": the unfused baseline by point-to-point messages runs on the CPU executor; on GPUs the "
+                   "baseline is the library collective (preset 'serial')");
   // NCCL moves contiguous buffers: every message and collective piece of every rank's program,
   // the serial baseline's one collective included (ag_gemm's gathered A in column blocks).
   if (rules.contiguous_messages)
@@ -94,13 +99,7 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
           return invalid("schedule " + s.to_string() + ": " + piece + ", and NCCL moves contiguous buffers: " +
                          (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")
                                                      : std::string("use data=uniform (packs them) or split=1d")));
-  if (s.overlap == Overlap::none) {
-    if (!cpu && s.algo != Algo::coll)
-      return invalid("schedule " + s.to_string() +
-                     ": the unfused baseline by point-to-point messages runs on the CPU executor; on GPUs the "
-                     "baseline is the library collective (preset 'serial')");
-    return Status::Ok();
-  }
+  if (s.overlap == Overlap::none) return Status::Ok();
 
   if (!cpu && ((s.fusion == Fusion::fused && !rules.fused) || !has(rules_of(Backend::cuda_local).drivers, s.driver)))
     return invalid("schedule " + s.to_string() +

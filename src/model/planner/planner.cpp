@@ -86,7 +86,8 @@ std::string explain(const OpDesc& d, const MachineProfile& p, const PlanChoice& 
     why << "Serial itself does not run on " << described(c.backend) << " (" << serial_refused
         << "): it is the baseline's prediction only. ";
   if (best.schedule.overlap == Overlap::none) {
-    why << "No overlapped schedule is predicted to be faster at all, so serial it is.";
+    why << "No overlapped schedule is predicted to be faster than the unfused baseline " << best.name
+        << ", so it is the choice.";
     return why.str();
   }
   const double gain = 1 - best.predicted_s / c.serial_s;
