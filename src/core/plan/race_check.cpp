@@ -122,14 +122,46 @@ bool conflict(const std::vector<Footprint>& a, const std::vector<Footprint>& b) 
 
 }  // namespace
 
+bool tasks_conflict(const Plan& plan, int a, int b) {
+  return a != b && conflict(footprints(plan, plan.tasks[std::size_t(a)]), footprints(plan, plan.tasks[std::size_t(b)]));
+}
+
 std::vector<std::vector<int>> conflicting_predecessors(const Plan& plan) {
-  const std::size_t n = plan.tasks.size();
-  std::vector<std::vector<Footprint>> touched(n);
-  for (std::size_t i = 0; i < n; ++i) touched[i] = footprints(plan, plan.tasks[i]);
-  std::vector<std::vector<int>> out(n);
-  for (std::size_t j = 0; j < n; ++j)
-    for (std::size_t i = 0; i < j; ++i)
-      if (conflict(touched[i], touched[j])) out[j].push_back(int(i));
+  // A sweep over each address space in order of first element: only footprints whose element
+  // ranges [offset, end) overlap are compared exactly. Comparing every pair was quadratic in the
+  // plan's tasks: a 1,024-rank ring plan has ~4,000 tasks per rank, and building the NCCL
+  // programs of all its ranks took 77 s (cofuse sim, 2026-12-01).
+  struct Span {
+    int64_t lo, hi;
+    int task;
+    Footprint f;
+  };
+  std::vector<Span> spans;
+  for (std::size_t i = 0; i < plan.tasks.size(); ++i)
+    for (const Footprint& f : footprints(plan, plan.tasks[i]))
+      if (!f.view.empty()) spans.push_back({f.view.offset, end_of(f.view), int(i), f});
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.f.space != b.f.space ? a.f.space < b.f.space : a.lo < b.lo;
+  });
+  std::vector<std::vector<int>> out(plan.tasks.size());
+  std::vector<const Span*> open;  // spans of the current space that may still meet the next one
+  for (std::size_t k = 0; k < spans.size(); ++k) {
+    const Span& s = spans[k];
+    if (k > 0 && spans[k - 1].f.space != s.f.space) open.clear();
+    std::size_t kept = 0;
+    for (const Span* o : open) {
+      if (o->hi <= s.lo) continue;  // ends before this one starts, and so before every later one
+      open[kept++] = o;
+      if (o->task != s.task && (o->f.writes || s.f.writes) && intersect(o->f.view, s.f.view))
+        out[std::size_t(std::max(o->task, s.task))].push_back(std::min(o->task, s.task));
+    }
+    open.resize(kept);
+    open.push_back(&s);
+  }
+  for (std::vector<int>& before : out) {
+    std::sort(before.begin(), before.end());
+    before.erase(std::unique(before.begin(), before.end()), before.end());
+  }
   return out;
 }
 
