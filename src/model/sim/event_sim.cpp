@@ -5,7 +5,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
-#include <map>
+#include <unordered_map>
 #include <queue>
 #include <string>
 
@@ -81,8 +81,9 @@ class EventSimulator {
 
  private:
   struct RankState {
-    std::vector<int> pending;                  // unmet dependencies per task
-    std::vector<std::vector<int>> dependents;  // tasks waiting on each task
+    std::vector<int> pending;          // unmet dependencies per task
+    std::vector<int> dependents_at;    // task t's dependents are dependents[dependents_at[t] .. dependents_at[t+1])
+    std::vector<int> dependents;
     std::vector<int> compute_order;            // compute-engine tasks in plan order
     std::size_t next_compute = 0;
     bool compute_busy = false;
@@ -104,18 +105,23 @@ class EventSimulator {
       RankState& s = state_[r];
       const int n = static_cast<int>(plan.tasks.size());
       s.pending.assign(n, 0);
-      s.dependents.assign(n, {});
+      s.dependents_at.assign(std::size_t(n) + 1, 0);
       result_.times[r].assign(n, TaskTime{});
       result_.tasks += n;
-      for (int t = 0; t < n; ++t) {
-        const Task& k = plan.tasks[t];
-        for (int d : k.deps) {
+      // Dependents in one array (counted, then placed): a vector per task was most of the
+      // simulator's allocations at a thousand ranks.
+      for (int t = 0; t < n; ++t)
+        for (int d : plan.tasks[t].deps) {
           if (d < 0 || d >= t) throw Error(ErrorCode::invalid_argument, "simulator: rank " + std::to_string(r) +
                                                                         " task " + std::to_string(t) + " has a bad dependency");
           ++s.pending[t];
-          s.dependents[d].push_back(t);
+          ++s.dependents_at[std::size_t(d) + 1];
         }
-      }
+      for (int t = 0; t < n; ++t) s.dependents_at[std::size_t(t) + 1] += s.dependents_at[std::size_t(t)];
+      s.dependents.resize(std::size_t(s.dependents_at[std::size_t(n)]));
+      std::vector<int> placed(s.dependents_at.begin(), s.dependents_at.end() - 1);
+      for (int t = 0; t < n; ++t)
+        for (int d : plan.tasks[t].deps) s.dependents[std::size_t(placed[std::size_t(d)]++)] = t;
       s.compute_order = compute_order(plan);
     }
     try {
@@ -279,8 +285,8 @@ class EventSimulator {
     RankState& s = state_[rank];
     result_.times[rank][t].end = now_;
     ++s.finished;
-    for (int d : s.dependents[t])
-      if (--s.pending[d] == 0) ready(rank, d);
+    for (int i = s.dependents_at[std::size_t(t)]; i < s.dependents_at[std::size_t(t) + 1]; ++i)
+      if (const int d = s.dependents[std::size_t(i)]; --s.pending[d] == 0) ready(rank, d);
   }
 
   void remove_flow(int id) {
@@ -297,7 +303,8 @@ class EventSimulator {
 
   // The data phase of a message whose latency has passed and whose predecessors between the
   // same ranks are done: it joins its links, and every flow on them is re-timed.
-  void start_flow(const Activity& message) {
+  void start_flow(int message_id) {
+    const Activity& message = acts_[message_id];
     Activity next;
     next.kind = Kind::flow;
     next.rank = message.rank;
@@ -308,11 +315,10 @@ class EventSimulator {
     costs_.links(message.rank, message.peer, next.links);
     const int nid = static_cast<int>(acts_.size());
     for (int l : next.links) link_flows_[l].push_back(nid);
-    state_[message.rank].flows.push_back(nid);
-    if (message.peer != message.rank) state_[message.peer].flows.push_back(nid);
-    const std::vector<int> links = next.links;
-    add(std::move(next));
-    retime_links(links);
+    state_[next.rank].flows.push_back(nid);
+    if (next.peer != next.rank) state_[next.peer].flows.push_back(nid);
+    add(std::move(next));  // `message` may dangle from here: acts_ grew
+    retime_links(acts_[nid].links);
   }
 
   // Flows sharing a link with these links are re-timed (their share changed).
@@ -322,7 +328,13 @@ class EventSimulator {
   }
 
   void finish(int id) {
-    const Activity a = acts_[id];  // a copy: starting new activities may move acts_
+    // The fields, not the activity: starting new activities may move acts_, and copying its
+    // link list for every event was a heap allocation each.
+    struct {
+      Kind kind;
+      int rank, peer, task, peer_task, collective;
+      bool gemm;
+    } const a{acts_[id].kind, acts_[id].rank, acts_[id].peer, acts_[id].task, acts_[id].peer_task, acts_[id].collective, acts_[id].gemm};
     switch (a.kind) {
       case Kind::compute: {
         RankState& s = state_[a.rank];
@@ -352,17 +364,17 @@ class EventSimulator {
         } else {
           // Messages between one pair of ranks travel in order, one after another, as over
           // one connection (MPI over TCP, a NCCL channel): the next waits for the one before.
-          auto& queue = pair_queue_[{a.rank, a.peer}];
-          queue.push_back(a);
-          if (queue.size() == 1) start_flow(a);
+          auto& queue = pair_queue_[pair_key(a.rank, a.peer)];
+          queue.push_back(id);
+          if (queue.size() == 1) start_flow(id);
         }
         break;
       }
       case Kind::flow: {
         const int from = a.rank, to = a.peer, send = a.task, recv = a.peer_task;
-        const std::vector<int> links = a.links;
         remove_flow(id);
-        auto& queue = pair_queue_[{from, to}];
+        const std::vector<int> links = std::move(acts_[id].links);  // done: not needed again
+        auto& queue = pair_queue_[pair_key(from, to)];
         queue.pop_front();
         if (!queue.empty()) start_flow(queue.front());
         retime_links(links);
@@ -403,7 +415,9 @@ class EventSimulator {
   std::vector<Activity> acts_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   std::vector<std::vector<int>> link_flows_;
-  std::map<std::pair<int, int>, std::deque<Activity>> pair_queue_;  // messages (after latency) per (from, to)
+  // Per (from, to): the latency activities of messages whose data waits for the one before.
+  std::unordered_map<int64_t, std::deque<int>> pair_queue_;
+  int64_t pair_key(int from, int to) const { return int64_t(from) * ranks() + to; }
   Matching match_;                      // which send meets which receive, which tasks form a collective
   std::vector<int> message_posted_;     // per message: halves posted so far
   std::vector<int> collective_posted_;  // per collective: ranks that have posted it
