@@ -51,14 +51,16 @@ struct SimReport {
   std::string gemm_rate;               // gemm_rate_basis: the GEMM rate the prediction took
   /// `cofuse sim --json`: op, schedule, schedule_name, profile, profile_validated,
   /// profile_source, makespan_ms, speedup_vs_serial, overlap_efficiency, busy times, losses_ms,
-  /// tasks, events, sim_wall_s, tasks_per_s, gemm_rate, backend, backend_runs_it.
+  /// tasks, ranks_simulated, tasks_represented, events, sim_wall_s, tasks_per_s, gemm_rate,
+  /// backend, backend_runs_it.
   std::string json() const;
 };
 
 /// desc, profile_flag: as plan_report. schedule: what to predict; a 16-bit op under a CPU engine
 /// runs nowhere, and the Error(invalid_argument) says which GPU engine would run it.
-/// tile_rows: fused schedules' GEMM rows per tile, as the executor's.
+/// tile_rows: fused schedules' GEMM rows per tile, as the executor's. fold: SimOptions::fold
+/// (false: simulate every rank even where one period of them stands for all).
 SimReport sim_report(const OpDesc& desc, const Schedule& schedule, std::string_view profile_flag = {},
-                     int64_t tile_rows = config::kTileRows);
+                     int64_t tile_rows = config::kTileRows, bool fold = true);
 
 }  // namespace cofuse

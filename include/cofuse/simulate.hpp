@@ -34,6 +34,12 @@ struct SimOptions {
   /// A message that completes while the thread sleeps is noticed on average poll_us / 2 later,
   /// which delays whatever depends on it.
   int poll_us = config::kPollUs;
+  /// Where the machine and the plans repeat every q ranks (every node of a two-level profile,
+  /// every rank of a switched one: the same costs, each its own links, and rank r + k·q's plan
+  /// rank r's with its peers shifted by k·q), simulate ranks [0, q) only and let them stand for
+  /// the others (docs/simulator.md, "Symmetry"). Exact where it applies; simulate() checks
+  /// the plans and falls back to every rank where they do not repeat. false: every rank.
+  bool fold = true;
 };
 
 /// Where the time goes, for the slowest rank (seconds). G and M are predicted for the serial
@@ -55,12 +61,15 @@ struct SimLosses {
 
 struct SimResult {
   double makespan_s = 0;
-  std::vector<Plan> plans;                   // every rank's plan, as simulated
+  int ranks = 0;                             // the op's ranks
+  std::vector<Plan> plans;                   // the plans simulated: every rank's, or ranks [0, q) of
+                                             // a folded run (plans.size() < ranks; the others repeat them)
   std::vector<std::vector<TaskTime>> times;  // [rank][task]: start and end in virtual seconds
   std::vector<double> compute_busy_s;        // per rank: time its compute engine was busy
   std::vector<double> comm_busy_s;           // per rank: time with any communication task in flight
   SimLosses losses;                          // filled by simulate(); zeros from simulate_plans()
-  int64_t tasks = 0;                         // tasks simulated (all ranks)
+  int64_t tasks = 0;                         // tasks simulated (the ranks in plans)
+  int64_t tasks_represented = 0;             // tasks of all the ranks (more than `tasks` when folded)
   int64_t events = 0;                        // rate changes and completions processed
   double wall_s = 0;                         // real time the simulation took
 };

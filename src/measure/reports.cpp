@@ -49,7 +49,8 @@ std::string PlanReport::json(int top) const {
       .dump();
 }
 
-SimReport sim_report(const OpDesc& desc, const Schedule& schedule, std::string_view profile_flag, int64_t tile_rows) {
+SimReport sim_report(const OpDesc& desc, const Schedule& schedule, std::string_view profile_flag, int64_t tile_rows,
+                     bool fold) {
   throw_if_error(desc.validate());
   // A 16-bit op under a CPU engine runs nowhere; the CUDA backend runs it with a GPU engine.
   if (const Status st = can_run_anywhere(desc, schedule); !st.ok()) {
@@ -66,6 +67,7 @@ SimReport sim_report(const OpDesc& desc, const Schedule& schedule, std::string_v
   r.planning = planning_profile_offline(desc.ranks, profile_flag);
   SimOptions options;
   options.tile_rows = tile_rows;
+  options.fold = fold;
   r.result = simulate(desc, schedule, r.planning.profile, options);
   for (double b : r.result.compute_busy_s) r.compute_busy_s = std::max(r.compute_busy_s, b);
   for (double b : r.result.comm_busy_s) r.comm_busy_s = std::max(r.comm_busy_s, b);
@@ -89,7 +91,8 @@ std::string SimReport::json() const {
       {"losses_ms", {{"gemm_alone", l.gemm_alone_s * 1e3}, {"comm_alone", l.comm_alone_s * 1e3},
                      {"ideal", l.ideal_s * 1e3}, {"serial", l.serial_s * 1e3}, {"dil", l.dil_s * 1e3},
                      {"cil", l.cil_s * 1e3}, {"exposed_comm", l.exposed_comm_s * 1e3}, {"overhead", l.overhead_s * 1e3}}},
-      {"tasks", result.tasks}, {"events", result.events}, {"sim_wall_s", result.wall_s}, {"tasks_per_s", rate},
+      {"tasks", result.tasks}, {"ranks_simulated", result.plans.size()}, {"tasks_represented", result.tasks_represented},
+      {"events", result.events}, {"sim_wall_s", result.wall_s}, {"tasks_per_s", rate},
       {"gemm_rate", gemm_rate}, {"backend", to_string(backend)}, {"backend_runs_it", backend_runs.ok()}}
       .dump();
 }

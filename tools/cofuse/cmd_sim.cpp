@@ -21,7 +21,7 @@ struct SimArgs {
   std::string schedule = "serial";
   std::string profile;  // "" = config::profile()'s rule
   std::string trace;
-  bool json = false, list_profiles = false;
+  bool json = false, list_profiles = false, no_fold = false;
   int64_t tile_rows = config::kTileRows;
   // the what-if form
   int chunks = 0;
@@ -62,7 +62,7 @@ int what_if(const SimArgs& args) {
 
 int op_sim(const SimArgs& args) {
   const SimReport report = sim_report(make_desc(args.op, args.ranks), *Schedule::parse(args.schedule), args.profile,
-                                      args.tile_rows);
+                                      args.tile_rows, !args.no_fold);
   const OpDesc& d = report.desc;
   const Schedule& schedule = report.schedule;
   const MachineProfile& profile = report.planning.profile;
@@ -92,7 +92,13 @@ int op_sim(const SimArgs& args) {
               << "            DIL " << ms(l.dil_s) << "  CIL " << ms(l.cil_s) << "  exposed communication "
               << ms(l.exposed_comm_s) << "  fixed per-task costs " << ms(l.overhead_s) << " ms\n"
               << "simulated   " << r.tasks << " tasks, " << r.events << " events in " << std::setprecision(3) << r.wall_s
-              << " s (" << std::setprecision(0) << rate << " tasks/s)\n";
+              << " s (" << std::setprecision(0) << rate << " tasks/s)"
+              << (r.plans.size() < std::size_t(r.ranks)
+                      ? "; ranks 0-" + std::to_string(r.plans.size() - 1) + " stand for all " + std::to_string(r.ranks) +
+                            " (the machine and the plans repeat every " + std::to_string(r.plans.size()) +
+                            " ranks), " + std::to_string(r.tasks_represented) + " tasks in all"
+                      : "")
+              << "\n";
   }
   if (!args.trace.empty()) {
     write_sim_trace(args.trace, r, profile.name);
@@ -122,6 +128,10 @@ std::function<int()> add_sim_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
       ->capture_default_str();
   sim->add_flag("--json", args->json, "Print one JSON object instead of the table");
+  sim->add_flag("--no-fold", args->no_fold,
+                "Simulate every rank, also where the machine and the plans repeat every node (or rank) and one "
+                "period of ranks would stand for all (the same prediction, much slower at many ranks; the trace "
+                "then shows every rank)");
   auto* chunks = sim->add_option("--chunks", args->chunks, "What-if: pieces of the pipeline")->check(CLI::Range(1, 1 << 20));
   auto* compute = sim->add_option("--chunk-compute-ms", args->compute_ms, "What-if: compute per piece (ms)")
                       ->check(CLI::NonNegativeNumber);

@@ -24,8 +24,13 @@ std::vector<int> collective_sequence(const Plan& plan) {
   return seq;
 }
 
-Matching match_ranks(const std::vector<Plan>& plans) {
-  const int p = static_cast<int>(plans.size());
+Matching match_ranks(const std::vector<Plan>& plans) { return match_ranks(plans, static_cast<int>(plans.size())); }
+
+Matching match_ranks(const std::vector<Plan>& plans, int ranks) {
+  const int p = static_cast<int>(plans.size());  // ranks simulated: one period when folded
+  if (p < 1 || ranks < p || ranks % p != 0)
+    throw Error(ErrorCode::invalid_argument, "match_ranks: " + std::to_string(p) + " plans cannot stand for " +
+                                                 std::to_string(ranks) + " ranks");
   Matching m;
   m.message_of.resize(plans.size());
   m.collective_of.resize(plans.size());
@@ -46,11 +51,15 @@ Matching match_ranks(const std::vector<Plan>& plans) {
       const Task& t = tasks[i];
       if (t.kind == TaskKind::collective) ++collectives[std::size_t(r)];
       if (t.kind != TaskKind::send && t.kind != TaskKind::recv) continue;
-      if (t.peer < 0 || t.peer >= p)
+      if (t.peer < 0 || t.peer >= ranks)
         mismatch("rank " + std::to_string(r) + " task " + std::to_string(i) + " '" + t.label + "' has peer " +
-                 std::to_string(t.peer) + ", not one of the " + std::to_string(p) + " ranks");
+                 std::to_string(t.peer) + ", not one of the " + std::to_string(ranks) + " ranks");
       const bool send = t.kind == TaskKind::send;
-      halves.push_back({send ? r : t.peer, send ? t.peer : r, t.tag, send, {r, static_cast<int>(i)}});
+      // Keyed in the frame of the period that holds the receiver (folded: shifted back by
+      // whole periods so that the receiver is one of the simulated ranks).
+      const int shift = send ? t.peer - t.peer % p : 0;
+      const int from = send ? ((r - shift) % ranks + ranks) % ranks : t.peer;
+      halves.push_back({from, send ? t.peer % p : r, t.tag, send, {r, static_cast<int>(i)}});
     }
   }
   // Within a key the receive sorts before the send (false < true).

@@ -54,4 +54,12 @@ std::vector<int> collective_sequence(const Plan& plan);
 /// collective that is a different one on some rank.
 Matching match_ranks(const std::vector<Plan>& plans);
 
+/// The same for a folded simulation (model/sim/symmetry.hpp): plans[r] for r in [0, q), q =
+/// plans.size() dividing `ranks`, stand for every rank r + k·q, whose plan is rank r's with its
+/// peers shifted by k·q. A send of rank r to peer t (any of the `ranks`) meets the receive of
+/// rank t mod q from peer r − (t − t mod q) (mod ranks): the same message seen from the period
+/// that holds its receiver. MatchedMessage::recv names that folded rank. ranks == plans.size()
+/// is match_ranks(plans).
+Matching match_ranks(const std::vector<Plan>& plans, int ranks);
+
 }  // namespace cofuse::detail

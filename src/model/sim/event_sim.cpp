@@ -28,7 +28,9 @@ enum class Kind : uint8_t { compute, copy, latency, flow, collective };
 // collective).
 struct Activity {
   Kind kind = Kind::compute;
-  int rank = -1, peer = -1;       // compute / copy: rank; flow / its latency: from, to
+  int rank = -1, peer = -1;       // compute / copy: rank; flow / its latency: from, to (to folded
+                                  // into the simulated ranks)
+  int peer_real = -1;             // flow / its latency: the receiver among all the ranks
   int task = -1, peer_task = -1;  // flow: the send on rank, the receive on peer
   int collective = -1;            // collective / its latency: index in match_.collectives
   bool gemm = false;
@@ -49,7 +51,8 @@ struct Event {
 
 class EventSimulator {
  public:
-  EventSimulator(std::vector<Plan>& plans, const CostModel& costs) : plans_(plans), costs_(costs) {}
+  EventSimulator(std::vector<Plan>& plans, const CostModel& costs, int all_ranks)
+      : plans_(plans), costs_(costs), all_ranks_(all_ranks) {}
 
   SimResult run() {
     const auto wall_start = std::chrono::steady_clock::now();
@@ -94,7 +97,8 @@ class EventSimulator {
     int finished = 0;
   };
 
-  int ranks() const { return static_cast<int>(plans_.size()); }
+  int ranks() const { return static_cast<int>(plans_.size()); }  // simulated: one period when folded
+  bool folded() const { return all_ranks_ > ranks(); }
   const Task& task(int rank, int t) const { return plans_[rank].tasks[t]; }
 
   void prepare() {
@@ -125,7 +129,7 @@ class EventSimulator {
       s.compute_order = compute_order(plan);
     }
     try {
-      match_ = match_ranks(plans_);
+      match_ = match_ranks(plans_, all_ranks_);
     } catch (const Error& e) {
       throw Error(e.code(), std::string("simulator: ") + e.what());
     }
@@ -259,16 +263,20 @@ class EventSimulator {
     }
   }
 
+  // to: the receiver's simulated rank (folded); the send names the real one.
   void start_message(int from, int send, int to, int recv) {
     Activity a;
     a.kind = Kind::latency;
     a.rank = from;
     a.peer = to;
+    a.peer_real = task(from, send).peer;
     a.task = send;
     a.peer_task = recv;
-    a.remaining = costs_.latency_seconds(from, to);
+    a.remaining = costs_.latency_seconds(from, a.peer_real);
+    // Folded, a message to another period lands on a simulated rank that may be the sender: it
+    // stands for the symmetric message that rank receives, so it counts there as well.
     set_comm_active(from, +1);
-    if (to != from) set_comm_active(to, +1);
+    if (a.peer_real != from) set_comm_active(to, +1);
     add(std::move(a));
   }
 
@@ -295,10 +303,12 @@ class EventSimulator {
       auto& flows = link_flows_[l];
       flows.erase(std::find(flows.begin(), flows.end(), id));
     }
-    for (int r : {a.rank, a.peer}) {
+    auto unlist = [&](int r) {
       auto& flows = state_[r].flows;
       if (auto it = std::find(flows.begin(), flows.end(), id); it != flows.end()) flows.erase(it);
-    }
+    };
+    unlist(a.rank);
+    if (a.peer_real != a.rank) unlist(a.peer);  // as start_flow listed it
   }
 
   // The data phase of a message whose latency has passed and whose predecessors between the
@@ -309,14 +319,16 @@ class EventSimulator {
     next.kind = Kind::flow;
     next.rank = message.rank;
     next.peer = message.peer;
+    next.peer_real = message.peer_real;
     next.task = message.task;
     next.peer_task = message.peer_task;
     next.remaining = double(task(message.rank, message.task).bytes);
-    costs_.links(message.rank, message.peer, next.links);
+    costs_.links(message.rank, message.peer_real, next.links);
+    if (folded()) for (int& l : next.links) l = costs_.fold_link(l, ranks());
     const int nid = static_cast<int>(acts_.size());
     for (int l : next.links) link_flows_[l].push_back(nid);
     state_[next.rank].flows.push_back(nid);
-    if (next.peer != next.rank) state_[next.peer].flows.push_back(nid);
+    if (next.peer_real != next.rank) state_[next.peer].flows.push_back(nid);
     add(std::move(next));  // `message` may dangle from here: acts_ grew
     retime_links(acts_[nid].links);
   }
@@ -332,9 +344,10 @@ class EventSimulator {
     // link list for every event was a heap allocation each.
     struct {
       Kind kind;
-      int rank, peer, task, peer_task, collective;
+      int rank, peer, peer_real, task, peer_task, collective;
       bool gemm;
-    } const a{acts_[id].kind, acts_[id].rank, acts_[id].peer, acts_[id].task, acts_[id].peer_task, acts_[id].collective, acts_[id].gemm};
+    } const a{acts_[id].kind,      acts_[id].rank,       acts_[id].peer, acts_[id].peer_real,
+              acts_[id].task,      acts_[id].peer_task,  acts_[id].collective, acts_[id].gemm};
     switch (a.kind) {
       case Kind::compute: {
         RankState& s = state_[a.rank];
@@ -350,6 +363,7 @@ class EventSimulator {
         Activity next;
         next.rank = a.rank;
         next.peer = a.peer;
+        next.peer_real = a.peer_real;
         next.task = a.task;
         next.peer_task = a.peer_task;
         next.collective = a.collective;
@@ -364,7 +378,7 @@ class EventSimulator {
         } else {
           // Messages between one pair of ranks travel in order, one after another, as over
           // one connection (MPI over TCP, a NCCL channel): the next waits for the one before.
-          auto& queue = pair_queue_[pair_key(a.rank, a.peer)];
+          auto& queue = pair_queue_[pair_key(a.rank, a.peer_real)];
           queue.push_back(id);
           if (queue.size() == 1) start_flow(id);
         }
@@ -374,12 +388,12 @@ class EventSimulator {
         const int from = a.rank, to = a.peer, send = a.task, recv = a.peer_task;
         remove_flow(id);
         const std::vector<int> links = std::move(acts_[id].links);  // done: not needed again
-        auto& queue = pair_queue_[pair_key(from, to)];
+        auto& queue = pair_queue_[pair_key(from, a.peer_real)];
         queue.pop_front();
         if (!queue.empty()) start_flow(queue.front());
         retime_links(links);
         set_comm_active(from, -1);
-        if (to != from) set_comm_active(to, -1);
+        if (a.peer_real != from) set_comm_active(to, -1);
         complete(from, send);
         complete(to, recv);
         break;
@@ -411,13 +425,14 @@ class EventSimulator {
 
   std::vector<Plan>& plans_;
   const CostModel& costs_;
+  int all_ranks_;  // the op's ranks; more than plans_.size() when folded
   std::vector<RankState> state_;
   std::vector<Activity> acts_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   std::vector<std::vector<int>> link_flows_;
   // Per (from, to): the latency activities of messages whose data waits for the one before.
   std::unordered_map<int64_t, std::deque<int>> pair_queue_;
-  int64_t pair_key(int from, int to) const { return int64_t(from) * ranks() + to; }
+  int64_t pair_key(int from, int to_real) const { return int64_t(from) * all_ranks_ + to_real; }
   Matching match_;                      // which send meets which receive, which tasks form a collective
   std::vector<int> message_posted_;     // per message: halves posted so far
   std::vector<int> collective_posted_;  // per collective: ranks that have posted it
@@ -429,10 +444,18 @@ class EventSimulator {
 
 }  // namespace
 
-SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs) {
+SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs, int ranks) {
   if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulator: no plans");
-  EventSimulator sim(plans, costs);
-  return sim.run();
+  const int simulated = static_cast<int>(plans.size());
+  if (ranks <= 0) ranks = simulated;
+  if (ranks != simulated && (ranks % simulated != 0 || !costs.foldable(simulated)))
+    throw Error(ErrorCode::invalid_argument, "simulator: " + std::to_string(simulated) + " plans cannot stand for " +
+                                                 std::to_string(ranks) + " ranks on this machine");
+  EventSimulator sim(plans, costs, ranks);
+  SimResult result = sim.run();
+  result.ranks = ranks;
+  result.tasks_represented = result.tasks / simulated * ranks;  // folded: every period repeats the first
+  return result;
 }
 
 }  // namespace cofuse::detail

@@ -29,12 +29,27 @@ class CostModel {
   virtual double collective_latency_seconds(const Task& task) const = 0;
   virtual double collective_bus_bytes(const Task& task) const = 0;
   virtual double collective_bus_rate(const Task& task) const = 0;
+  /// A folded simulation (symmetry.hpp) runs ranks [0, period) only: the link that plays, for
+  /// those ranks, the part `link` plays for the ranks of another period (same kind of link,
+  /// rank shifted into [0, period)). Only asked where foldable(period) said yes.
+  virtual int fold_link(int link, int period) const {
+    (void)period;
+    return link;
+  }
+  /// Whether every period of `period` ranks sees the same costs and its own links, so that a
+  /// folded simulation is exact. No by default; a shared medium never is.
+  virtual bool foldable(int period) const {
+    (void)period;
+    return false;
+  }
   /// Contention factors (1 = none): GEMM speed while its rank moves data, and the reverse.
   virtual double gemm_rate_while_comm() const = 0;
   virtual double comm_rate_while_gemm() const = 0;
 };
 
 /// Runs every rank's plan to completion in virtual time. Throws Error(internal) on a deadlock.
-SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs);
+/// ranks > plans.size(): a folded simulation (symmetry.hpp), plans being one period of the
+/// `ranks` ranks; costs.foldable(plans.size()) must hold (Error(invalid_argument) otherwise).
+SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs, int ranks = 0);
 
 }  // namespace cofuse::detail

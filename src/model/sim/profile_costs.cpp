@@ -75,6 +75,18 @@ void ProfileCosts::links(int from, int to, std::vector<int>& out) const {
   }
 }
 
+// Every link but the shared medium belongs to one rank: [kind · P, kind · P + P).
+int ProfileCosts::fold_link(int link, int period) const {
+  return link - link % ranks_ + (link % ranks_) % period;
+}
+
+bool ProfileCosts::foldable(int period) const {
+  const NetworkModel& n = profile_.network;
+  if (period < 1 || ranks_ % period != 0 || n.topology == "shared") return false;
+  // Nodes must not straddle periods: a period is whole nodes (one node, or a multiple).
+  return n.topology != "two_level" || period % n.ranks_per_node == 0;
+}
+
 const CollectiveModel& ProfileCosts::model(const Task& t) const {
   switch (t.collective) {
     case Collective::allgather: return profile_.network.allgather;

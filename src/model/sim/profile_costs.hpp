@@ -21,6 +21,8 @@ class ProfileCosts : public CostModel {
   double copy_seconds(int rank, const Task& task) const override;
   double latency_seconds(int from, int to) const override;
   void links(int from, int to, std::vector<int>& out) const override;
+  int fold_link(int link, int period) const override;
+  bool foldable(int period) const override;
   const std::vector<double>& link_bandwidths() const override { return bandwidths_; }
   double collective_latency_seconds(const Task& task) const override;
   double collective_bus_bytes(const Task& task) const override;

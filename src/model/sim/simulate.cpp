@@ -11,6 +11,7 @@
 #include "model/sim/event_sim.hpp"
 #include "model/sim/losses.hpp"
 #include "model/sim/profile_costs.hpp"
+#include "model/sim/symmetry.hpp"
 
 namespace cofuse {
 
@@ -87,22 +88,39 @@ std::vector<Plan> pipeline_plans(int pieces, int chunks) {
 
 }  // namespace
 
-SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile, const SimOptions& options) {
-  if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulate_plans: no plans");
-  const Plan& first = plans.front();
-  const detail::EngineRules rules = detail::engine_rules(first.schedule);
+namespace {
+
+// What the tasks of a schedule's plans cost on `profile`, for `ranks` ranks.
+detail::ProfileCosts costs_of(const Schedule& schedule, DType dtype, int ranks, const MachineProfile& profile,
+                              const SimOptions& options) {
+  const detail::EngineRules rules = detail::engine_rules(schedule);
   // Only a CPU progress thread sleeps between polls (poll_us); a GPU driver (ce, sm) notices a
   // completion at once, so it is charged no notice delay.
   const bool polled = rules.separate_comm_driver && rules.cpu_driver;
-  const detail::ProfileCosts costs(profile, options, static_cast<int>(plans.size()), first.desc.dtype, rules.tiled_gemm,
-                                   polled, !rules.blocking_collectives);
+  return detail::ProfileCosts(profile, options, ranks, dtype, rules.tiled_gemm, polled, !rules.blocking_collectives);
+}
+
+// Lowers and simulates (desc, schedule): one period of ranks where they repeat (symmetry.hpp).
+SimResult simulate_op(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,
+                      const SimOptions& options) {
+  const detail::ProfileCosts costs = costs_of(schedule, desc.dtype, desc.ranks, profile, options);
+  std::vector<Plan> plans = options.fold ? detail::plans_to_simulate(desc, schedule, costs) : lower_all(desc, schedule);
+  return detail::run_event_sim(std::move(plans), costs, desc.ranks);
+}
+
+}  // namespace
+
+SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile, const SimOptions& options) {
+  if (plans.empty()) throw Error(ErrorCode::invalid_argument, "simulate_plans: no plans");
+  const int ranks = static_cast<int>(plans.size());
+  const detail::ProfileCosts costs = costs_of(plans.front().schedule, plans.front().desc.dtype, ranks, profile, options);
   return detail::run_event_sim(std::move(plans), costs);
 }
 
 namespace {
 
 void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
-  const bool ok = serial.plans.size() == std::size_t(desc.ranks) && serial.times.size() == serial.plans.size() &&
+  const bool ok = serial.ranks == desc.ranks && !serial.plans.empty() && serial.times.size() == serial.plans.size() &&
                   serial.plans.front().desc == desc && serial.plans.front().schedule == serial_schedule();
   if (!ok)
     throw Error(ErrorCode::invalid_argument, "simulate: the serial baseline passed is not the serial schedule of " +
@@ -114,7 +132,7 @@ void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
 SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options) {
   throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
-  SimResult serial = simulate_plans(lower_all(desc, serial_schedule()), profile, options);
+  SimResult serial = simulate_op(desc, serial_schedule(), profile, options);
   serial.losses = detail::sim_losses(serial, serial, profile, options);  // its own baseline
   if (schedule == serial_schedule()) return serial;
   return simulate(desc, schedule, profile, options, serial);
@@ -127,7 +145,7 @@ SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachinePr
   check_serial_baseline(desc, serial_baseline);
   // The serial schedule is deterministic: simulating it again would give the baseline itself.
   SimResult result = schedule == serial_schedule() ? serial_baseline
-                                                   : simulate_plans(lower_all(desc, schedule), profile, options);
+                                                   : simulate_op(desc, schedule, profile, options);
   result.losses = detail::sim_losses(result, serial_baseline, profile, options);
   return result;
 }
@@ -149,8 +167,13 @@ void write_sim_trace(const std::string& path, const SimResult& result, const std
   for (const Plan& p : result.plans) plans.push_back(&p);
   std::ofstream out(path);
   if (!out) throw Error(ErrorCode::io, "write_sim_trace: cannot open " + path);
+  const std::string folded =
+      plans.size() < std::size_t(result.ranks)
+          ? " (ranks 0-" + std::to_string(plans.size() - 1) + " of " + std::to_string(result.ranks) +
+                "; the others repeat them: the machine and the plans repeat every " + std::to_string(plans.size()) + " ranks)"
+          : "";
   out << chrome_trace_json(plans, result.times, 0, {"compute (simulated)", "comm (simulated)"},
-                           "virtual time of the simulator: " + title)
+                           "virtual time of the simulator: " + title + folded)
       << "\n";
   if (!out) throw Error(ErrorCode::io, "write_sim_trace: writing " + path + " failed");
 }

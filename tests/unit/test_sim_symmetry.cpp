@@ -1,0 +1,116 @@
+// Folded simulations (model/sim/symmetry.hpp): one period of ranks standing for all of them must
+// give exactly what simulating every rank gives, for every schedule of every op, on a switched
+// network (period: one rank) and on two-level machines (period: one node); a shared medium and
+// plans that do not repeat are simulated whole.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "cofuse/profile.hpp"
+#include "cofuse/simulate.hpp"
+#include "model/sim/symmetry.hpp"
+
+namespace cofuse {
+namespace {
+
+MachineProfile switch_profile() {
+  MachineProfile p;
+  p.name = "symmetry test";
+  p.compute.peak_gflops_f32 = 100;
+  p.compute.peak_gflops_f64 = 50;
+  p.compute.memory_GBps = 10;
+  p.network.bandwidth_GBps = 1;
+  p.network.alpha_s = 5e-6;
+  p.task_overhead_s = 1e-6;
+  // Contention on both sides, so that rates change while GEMMs and flows overlap.
+  p.contention.gemm_rate_while_comm = 0.8;
+  p.contention.comm_rate_while_gemm = 0.9;
+  for (CollectiveModel* c : {&p.network.allgather, &p.network.reduce_scatter, &p.network.allreduce}) {
+    c->busbw_GBps = 1;
+    c->alpha_s = 10e-6;
+  }
+  return p;
+}
+
+MachineProfile two_level_profile(int ranks_per_node) {
+  MachineProfile p = switch_profile();
+  p.network.topology = "two_level";
+  p.network.ranks_per_node = ranks_per_node;
+  p.network.inter_bandwidth_GBps = 0.25;
+  p.network.inter_alpha_s = 20e-6;
+  return p;
+}
+
+Schedule hetero_unfused_1d_schedule() { return *Schedule::parse("hetero-unfused-1d"); }
+
+std::vector<OpDesc> descs(int ranks) {
+  std::vector<OpDesc> out;
+  for (auto [op, axis] : {std::pair{OpKind::ag_gemm, Axis::m}, {OpKind::ag_gemm, Axis::k}, {OpKind::gemm_rs, Axis::m},
+                          {OpKind::gemm_rs, Axis::n}, {OpKind::gemm_ar, Axis::none}})
+    out.push_back(OpDesc{op, 12 * ranks, 6 * ranks, 9 * ranks, DType::f32, false, false, axis, ranks});
+  return out;
+}
+
+// Simulates every schedule folded and whole; returns how many of them folded.
+int expect_folded_equals_whole(const MachineProfile& profile, int ranks) {
+  SimOptions whole;
+  whole.fold = false;
+  int folded = 0, cases = 0;
+  for (const OpDesc& d : descs(ranks))
+    for (const Schedule& s : enumerate_schedules(d, {2, 4})) {
+      SCOPED_TRACE(d.to_string() + " | " + s.to_string());
+      const SimResult a = simulate(d, s, profile), b = simulate(d, s, profile, whole);
+      ++cases;
+      EXPECT_EQ(a.ranks, ranks);
+      EXPECT_EQ(b.plans.size(), std::size_t(ranks));
+      if (a.plans.size() < std::size_t(ranks)) ++folded;
+      EXPECT_NEAR(a.makespan_s, b.makespan_s, 1e-12 * b.makespan_s);
+      for (std::size_t r = 0; r < a.plans.size(); ++r)
+        for (std::size_t t = 0; t < a.times[r].size(); ++t) {
+          EXPECT_NEAR(a.times[r][t].start, b.times[r][t].start, 1e-12 * b.makespan_s) << "rank " << r << " task " << t;
+          EXPECT_NEAR(a.times[r][t].end, b.times[r][t].end, 1e-12 * b.makespan_s) << "rank " << r << " task " << t;
+        }
+      EXPECT_NEAR(a.losses.serial_s, b.losses.serial_s, 1e-12 * b.losses.serial_s);
+      EXPECT_NEAR(a.losses.cil_s, b.losses.cil_s, 1e-9 * b.makespan_s);
+      EXPECT_NEAR(a.losses.exposed_comm_s, b.losses.exposed_comm_s, 1e-9 * b.makespan_s);
+    }
+  EXPECT_GT(cases, 100);
+  return folded;
+}
+
+TEST(SimSymmetry, OneRankStandsForEveryRankOfASwitchedNetwork) {
+  const int folded = expect_folded_equals_whole(switch_profile(), 8);
+  EXPECT_GT(folded, 100);
+}
+
+TEST(SimSymmetry, OneNodeStandsForEveryNodeOfATwoLevelMachine) {
+  const int folded = expect_folded_equals_whole(two_level_profile(2), 8);
+  EXPECT_GT(folded, 100);
+}
+
+TEST(SimSymmetry, ASharedMediumAndFewPeriodsAreSimulatedWhole) {
+  MachineProfile shared = switch_profile();
+  shared.network.topology = "shared";
+  const OpDesc d = descs(8)[2];
+  EXPECT_EQ(simulate(d, hetero_unfused_1d_schedule(), shared).plans.size(), 8u);
+  // Three nodes of four: fewer than four periods are not worth the check.
+  const OpDesc twelve = descs(12)[2];
+  EXPECT_EQ(simulate(twelve, hetero_unfused_1d_schedule(), two_level_profile(4)).plans.size(), 12u);
+  EXPECT_EQ(simulate(descs(16)[2], hetero_unfused_1d_schedule(), two_level_profile(4)).plans.size(), 4u);
+}
+
+TEST(SimSymmetry, RepeatsComparesPeersShiftedAndTimingFields) {
+  const OpDesc d = descs(4)[0];
+  const Schedule s = hetero_unfused_1d_schedule();
+  const Plan zero = lower(d, s, 0), one = lower(d, s, 1), three = lower(d, s, 3);
+  EXPECT_TRUE(detail::repeats(zero, one, 1, 4));
+  EXPECT_TRUE(detail::repeats(zero, three, 3, 4));
+  EXPECT_FALSE(detail::repeats(zero, one, 0, 4));  // the peers differ
+  Plan bigger = one;
+  bigger.tasks.back().bytes += 4;
+  EXPECT_FALSE(detail::repeats(zero, bigger, 1, 4));
+}
+
+}  // namespace
+}  // namespace cofuse
