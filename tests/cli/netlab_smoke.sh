@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/netlab end to end, both topologies: the link is measured and printed, an overlapped
 # schedule passes the reference check over TCP (3 ranks, each in its own namespace on a switch;
-# then 2 ranks on a shared loopback with a netem delay), and every namespace and veth is gone
+# then 2 ranks on a shared loopback with a netem delay; then 2 hosts of 2 ranks), and every namespace and veth is gone
 # afterwards, also when the job inside fails. Exit 77 (skipped) where namespaces cannot be made.
 # Usage: netlab_smoke.sh SOURCE_DIR BUILD_DIR
 set -u
@@ -28,6 +28,26 @@ cat "$out"
 [ $status -eq 0 ] || { echo "FAIL: netlab (shared) exited $status"; fail=1; }
 grep -q "^netlab: TCP over a shaped loopback (netns, tbf 1gbit)" "$out" || { echo "FAIL: no link description"; fail=1; }
 grep -q ": PASS" "$out" || { echo "FAIL: the run did not pass its check (shared)"; fail=1; }
+
+# Hosts of several ranks: Open MPI sees two nodes (each host's ranks under its own hostname),
+# shared memory inside a host, the shaped link between them; a schedule passes its check.
+"$src/bench/netlab" --rate 1gbit --hosts 2 --ranks-per-host 2 --build "$build" -- bash -c \
+  'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname), local rank $OMPI_COMM_WORLD_LOCAL_RANK"' >"$out" 2>&1
+status=$?
+cat "$out"
+[ $status -eq 0 ] || { echo "FAIL: netlab --hosts exited $status"; fail=1; }
+grep -q "^netlab: TCP between 2 hosts of 2 ranks (shared memory inside a host)" "$out" || { echo "FAIL: no link description (hosts)"; fail=1; }
+for want in "rank 0 on netlab-h0, local rank 0" "rank 1 on netlab-h0, local rank 1" "rank 2 on netlab-h1, local rank 0" \
+            "rank 3 on netlab-h1, local rank 1"; do
+  grep -q "^$want$" "$out" || { echo "FAIL: no '$want'"; fail=1; }
+done
+"$src/bench/netlab" --rate 1gbit --hosts 2 --ranks-per-host 2 --build "$build" -- "$build/tools/cofuse" run --op gemm_ar \
+  --m 64 --n 48 --k 32 --schedule hetero-unfused-1d --check --iters 2 >"$out" 2>&1
+status=$?
+cat "$out"
+[ $status -eq 0 ] && grep -q ": PASS" "$out" || { echo "FAIL: the run did not pass its check (hosts)"; fail=1; }
+"$src/bench/netlab" --hosts 2 --build "$build" -- true >"$out" 2>&1
+[ $? -eq 2 ] && grep -q "go together" "$out" || { echo "FAIL: --hosts without --ranks-per-host must be refused"; fail=1; }
 
 # A fixed delay (netem): it works, or the kernel lacks netem and netlab says so (exit 3).
 "$src/bench/netlab" --rate 1gbit --delay-us 100 --np 2 --build "$build" -- "$build/tools/cofuse" run --m 8 --n 8 --k 8 \
