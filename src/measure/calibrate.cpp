@@ -208,7 +208,7 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   m.compute = compute ? *compute : measure::measure_compute(comm, brief, quiet);
   std::string notes;
   if (size > 1) {
-    m.network = measure::measure_network(comm, brief, SimOptions{}.poll_us, quiet);
+    m.network = measure::measure_network(comm, brief, SimOptions{}.poll_us, quiet, measure::two_level_ranks_per_host(comm));
     if (all_agree(comm, threads_allowed()))
       m.contention = measure::measure_contention(comm, brief, quiet);
     else

@@ -59,7 +59,8 @@ Measured measure_machine(MPI_Comm comm, bool quick, const StepProgress& progress
   done += kComputeSteps;
   progress(done, 0, "compute: " + std::to_string(m.compute.grid.size()) + " GEMM shapes, dgemm, memcpy, BLAS call");
   // The executor's default polling interval: the simulator's default assumes the same.
-  m.network = measure_network(comm, effort, SimOptions{}.poll_us, within(kNetworkSteps, "network"));
+  m.network = measure_network(comm, effort, SimOptions{}.poll_us, within(kNetworkSteps, "network"),
+                              two_level_ranks_per_host(comm));
   done += kNetworkSteps;
   progress(done, 0, "network: ping-pong, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce");
   m.contention = measure_contention(comm, effort, within(kContentionSteps, "contention"));
@@ -150,8 +151,29 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
           : "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) +
                 " bytes each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
                 ms(mn.large_exchange_s) + ", " + net_passes);
-  s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
-      "fixed: used by topology two_level only";
+  if (detected && mn.ranks_per_host > 0) {
+    // Hosts of several ranks: ranks 0 and 1 measured the link inside a host (above), rank 0 and
+    // the first rank of the next host the one between.
+    const int R = mn.ranks_per_host;
+    net.topology = "two_level";
+    net.ranks_per_node = R;
+    net.inter_alpha_s = mn.inter_round_trip_s / 2;
+    net.inter_bandwidth_GBps = mn.large_bytes / mn.inter_exchange_s * 1e-9;
+    s["network.topology"] = src.measured("detected: hosts of " + std::to_string(R) +
+                                         " ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST), so two levels; inside a "
+                                         "host: " + directions);
+    s["network.ranks_per_node"] = src.measured("ranks per host, every host alike and numbered host by host");
+    s["network.inter_alpha_s"] = src.measured("MPI_Send/MPI_Recv ping-pong of 8 bytes between rank 0 and rank " +
+                                              std::to_string(R) + " (the next host), half the round trip " +
+                                              us(mn.inter_round_trip_s) + ", " + net_passes);
+    s["network.inter_bandwidth_GBps"] = src.measured(
+        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between every rank r of host 0 "
+        "and rank r + " + std::to_string(R) + ", all " + std::to_string(R) + " pairs at once (each rank's share of the "
+        "hosts' links, which the simulator gives each rank as its own), bytes / " + ms(mn.inter_exchange_s) + ", " + net_passes);
+  } else {
+    s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
+        "fixed: used by topology two_level only";
+  }
   s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";
   auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
                         const std::string& factor) {

@@ -95,11 +95,24 @@ struct NetworkResult {
   CollectiveFit allgather_nb, reduce_scatter_nb, allreduce_nb;
   int poll_us = 0;
   int passes = 0;
+  // Two hosts or more of ranks_per_host ranks each (0: one host, or not regular): the link
+  // between hosts, measured beside the one inside (the fields above, ranks 0 and 1).
+  int ranks_per_host = 0;
+  double inter_round_trip_s = 0;  // ping-pong of 8 bytes between rank 0 and rank ranks_per_host
+  double inter_exchange_s = 0;    // every rank r of host 0 exchanges large_bytes with rank r + ranks_per_host, all at once
 };
 
 /// A small ping-pong, a large exchange and the same message one way (ranks 0 and 1) and the
 /// three collectives, blocking and non-blocking polled every poll_us, interleaved.
-NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress);
+/// ranks_per_host > 1 with at least two hosts of that many ranks (numbered host by host): the
+/// link between hosts too (inter_*).
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress,
+                              int ranks_per_host = 0);
+
+/// The ranks per host when comm spans two hosts or more of that many ranks each (two or more),
+/// numbered host by host (detail::host_layout, which COFUSE_RANKS_PER_HOST overrides); else 0.
+/// Collective.
+int two_level_ranks_per_host(MPI_Comm comm);
 
 /// How the link is shared, from one direction alone against both at once: a shared medium
 /// (one loopback, one wire) gives one direction alone about twice what each direction gets when

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/exec_model/times.hpp"
+#include "cpu/comm/host_layout.hpp"
 #include "measure/profile_measure.hpp"
 #include "measure/timing.hpp"
 
@@ -49,9 +50,12 @@ double bus_factor(CollectiveKind kind, int ranks) {
   return detail::bus_factor(c, ranks);
 }
 
-NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress) {
+NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, const ProfileProgress& progress,
+                              int ranks_per_host) {
   const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
   NetworkResult r;
+  const bool two_level = ranks_per_host > 1 && size >= 2 * ranks_per_host && size % ranks_per_host == 0;
+  r.ranks_per_host = two_level ? ranks_per_host : 0;
   r.passes = effort.brief() ? 3 : effort.quick() ? 5 : 21;
   r.poll_us = poll_us;
   // 4 MiB even when brief: a token-bucket-shaped link lets its burst (512 KiB in bench/netlab)
@@ -62,12 +66,14 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // Both directions at once: what a ring or an exchange asks of a link. Over TCP the two
   // directions of one connection share a CPU and the acknowledgements share the wire, so this
   // is slower than a one-way ping-pong (measured here: ~10% over the shaped switch).
-  auto exchange = [&, comm, rank](int bytes) {
-    if (rank > 1) return;
-    detail::mpi_check(MPI_Sendrecv(message.data(), bytes, MPI_BYTE, 1 - rank, 4, incoming.data(), bytes, MPI_BYTE, 1 - rank, 4,
-                           comm, MPI_STATUS_IGNORE),
-              "MPI_Sendrecv");
+  // peer_of(rank): the rank it exchanges with, or -1 to sit it out.
+  auto exchange_with = [&, comm, rank](int bytes, int peer) {
+    if (peer < 0) return;
+    detail::mpi_check(MPI_Sendrecv(message.data(), bytes, MPI_BYTE, peer, 4, incoming.data(), bytes, MPI_BYTE, peer, 4,
+                                   comm, MPI_STATUS_IGNORE),
+                      "MPI_Sendrecv");
   };
+  auto exchange = [&, rank](int bytes) { exchange_with(bytes, rank < 2 ? 1 - rank : -1); };
   // One direction alone: rank 1 answers with 8 bytes once all has arrived, so the time is the
   // transfer plus one small latency.
   auto one_way = [&, comm, rank](int bytes) {
@@ -79,15 +85,16 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
       detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, 0, 5, comm), "MPI_Send");
     }
   };
-  auto ping_pong = [&, comm, rank](int bytes) {
+  auto ping_pong_with = [&, comm, rank](int bytes, int other) {
     if (rank == 0) {
-      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 1, 3, comm), "MPI_Send");
-      detail::mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, 1, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-    } else if (rank == 1) {
+      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, other, 3, comm), "MPI_Send");
+      detail::mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, other, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    } else if (rank == other) {
       detail::mpi_check(MPI_Recv(message.data(), bytes, MPI_BYTE, 0, 3, comm, MPI_STATUS_IGNORE), "MPI_Recv");
       detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 0, 3, comm), "MPI_Send");
     }
   };
+  auto ping_pong = [&](int bytes) { ping_pong_with(bytes, 1); };
 
   // Whole buffers of 256 KiB (latency matters) and 8 MiB (bandwidth dominates), in floats
   // rounded down to a multiple of the rank count. 1.0 everywhere: sums stay exact, no denormals.
@@ -153,7 +160,20 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
                        [&polled, kind, elements] { polled(kind, elements); }, min_sample});
     }
 
+  if (two_level) {
+    const int R = ranks_per_host;
+    timed.push_back({"ping-pong 8 B between hosts", [&, R] { ping_pong_with(8, R); }, 1e-3});
+    // Host 0's ranks with their counterparts on host 1, all at once: each rank's share of what
+    // the hosts' links give (the ranks of a host may share one link, or each have its own).
+    timed.push_back({"exchange between hosts, " + std::to_string(R) + " pairs at once",
+                     [&, R, rank] { exchange_with(int(r.large_bytes), rank < R ? rank + R : rank < 2 * R ? rank - R : -1); },
+                     0});
+  }
   const std::vector<double> s = time_interleaved(comm, timed, r.passes, progress);
+  if (two_level) {
+    r.inter_round_trip_s = s[s.size() - 2];
+    r.inter_exchange_s = s[s.size() - 1];
+  }
   r.small_round_trip_s = s[0];
   r.large_exchange_s = s[1];
   r.large_one_way_s = s[2];
@@ -165,6 +185,11 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
     *nb_fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[1], 4.0 * sizes[1], t[3]);
   }
   return r;
+}
+
+int two_level_ranks_per_host(MPI_Comm comm) {
+  const detail::HostLayout l = detail::host_layout(comm);
+  return l.hosts >= 2 && l.regular && l.ranks_per_host >= 2 ? l.ranks_per_host : 0;
 }
 
 std::string detect_topology(const NetworkResult& r) {

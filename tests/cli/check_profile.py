@@ -41,6 +41,7 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--name")
     parser.add_argument("--link")
+    parser.add_argument("--two-level", type=int, help="the profile must be two_level with this many ranks per node")
     args = parser.parse_args()
     with open(args.file) as f:
         doc = json.load(f)
@@ -78,6 +79,14 @@ def main():
         want(sources.get(path, "").startswith("measured: cofuse profile ("),
              f"sources.{path} does not say how it was measured: {sources.get(path)!r}")
     want("network.bandwidth_GBps" in sources, "sources has no entry for network.bandwidth_GBps")
+    if args.two_level:
+        n = doc["network"]
+        want(n.get("topology") == "two_level", f"network.topology is {n.get('topology')!r}, not 'two_level'")
+        want(n.get("ranks_per_node") == args.two_level, f"network.ranks_per_node is {n.get('ranks_per_node')}, not {args.two_level}")
+        for path in ("network.inter_alpha_s", "network.inter_bandwidth_GBps", "network.ranks_per_node"):
+            want(sources.get(path, "").startswith("measured: cofuse profile ("),
+                 f"sources.{path} does not say how it was measured: {sources.get(path)!r}")
+        want(n.get("inter_bandwidth_GBps", 0) > 0, "network.inter_bandwidth_GBps is not positive")
 
     for p in problems:
         print("FAIL:", p)

@@ -159,7 +159,8 @@ std::function<int()> add_profile_command(CLI::App& app) {
                 "measured fields and the description are always what was measured");
   p->add_option("--topology", args->request.topology,
                 "How the ranks' links are shared: switch (a full-duplex link per rank), shared (one medium for all\n"
-                "traffic), or auto: detected from one direction alone against both at once")
+                "traffic), or auto: detected from one direction alone against both at once, and two_level where the\n"
+                "ranks sit on two hosts or more of equally many ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST)")
       ->check(CLI::IsMember({"auto", "switch", "shared"}))
       ->capture_default_str();
   p->add_option("--link", args->request.link,

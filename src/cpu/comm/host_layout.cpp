@@ -1,0 +1,59 @@
+#include "cpu/comm/host_layout.hpp"
+
+#include <cstdlib>
+#include <map>
+
+#include "cofuse/status.hpp"
+#include "cpu/comm/mpi_util.hpp"
+
+namespace cofuse::detail {
+
+namespace {
+
+HostLayout finish(std::vector<int> first_rank_of_host_of, std::string source) {
+  // Hosts numbered in the order of their first ranks.
+  HostLayout l;
+  l.source = std::move(source);
+  std::map<int, int> index;
+  for (int first : first_rank_of_host_of) index.emplace(first, 0);
+  int next = 0;
+  for (auto& [first, i] : index) i = next++;
+  l.hosts = next;
+  std::vector<int> count(std::size_t(next), 0);
+  for (int first : first_rank_of_host_of) {
+    l.host_of.push_back(index[first]);
+    ++count[std::size_t(index[first])];
+  }
+  for (int c : count) l.ranks_per_host = std::max(l.ranks_per_host, c);
+  for (int r = 0; r < int(l.host_of.size()); ++r)
+    l.regular = l.regular && count[std::size_t(l.host_of[std::size_t(r)])] == l.ranks_per_host &&
+                l.host_of[std::size_t(r)] == r / l.ranks_per_host;
+  return l;
+}
+
+}  // namespace
+
+HostLayout host_layout(MPI_Comm comm) {
+  const int size = comm_size(comm), rank = comm_rank(comm);
+  if (const char* text = std::getenv("COFUSE_RANKS_PER_HOST"); text && *text) {
+    char* end = nullptr;
+    const long per = std::strtol(text, &end, 10);
+    if (*end != '\0' || per < 1 || size % per != 0)
+      throw Error(ErrorCode::invalid_argument, std::string("COFUSE_RANKS_PER_HOST=") + text +
+                                                   ": must be a positive integer that divides the " +
+                                                   std::to_string(size) + " ranks");
+    std::vector<int> first(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) first[std::size_t(r)] = r / int(per) * int(per);
+    return finish(std::move(first), std::string("COFUSE_RANKS_PER_HOST=") + text);
+  }
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  int mine = rank;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");  // the host's first rank
+  MPI_Comm_free(&node);
+  std::vector<int> first(static_cast<std::size_t>(size));
+  mpi_check(MPI_Allgather(&mine, 1, MPI_INT, first.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  return finish(std::move(first), "MPI_COMM_TYPE_SHARED");
+}
+
+}  // namespace cofuse::detail

@@ -1,0 +1,28 @@
+// Which host each rank runs on: the one place cofuse asks (MPI_Comm_split_type with
+// MPI_COMM_TYPE_SHARED: ranks that can share memory), with an override for tests that stand for
+// several hosts on one machine.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace cofuse::detail {
+
+struct HostLayout {
+  int hosts = 1;
+  int ranks_per_host = 1;      // the most ranks any host has
+  std::vector<int> host_of;    // per rank of the communicator: its host, numbered by first rank
+  bool regular = true;         // every host has ranks_per_host ranks, numbered host by host
+                               // (rank = host * ranks_per_host + local rank)
+  std::string source;          // "MPI_COMM_TYPE_SHARED" or "COFUSE_RANKS_PER_HOST=R"
+};
+
+/// Collective over comm. COFUSE_RANKS_PER_HOST=R (a positive integer dividing the rank count)
+/// replaces what MPI says: consecutive groups of R ranks, as if each were a host (tests of
+/// two-level behaviour on one machine; bench/netlab --hosts gives real ones). A malformed value
+/// is an Error(invalid_argument) naming it, on every rank.
+HostLayout host_layout(MPI_Comm comm);
+
+}  // namespace cofuse::detail
