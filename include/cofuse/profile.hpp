@@ -65,13 +65,18 @@ struct NetworkModel {
   /// "switch": every rank has a full-duplex link of bandwidth_GBps to a non-blocking switch
   ///   (NVSwitch, a shaped veth per rank); "shared": all traffic shares one medium of
   ///   bandwidth_GBps (a shaped loopback); "two_level": ranks_per_node ranks per node on a
-  ///   switch of bandwidth_GBps, nodes joined by links of inter_bandwidth_GBps per rank.
+  ///   switch of bandwidth_GBps, nodes joined by nics_per_node links (NICs) per node of
+  ///   inter_bandwidth_GBps each, local rank l using NIC l mod nics_per_node.
   std::string topology = "switch";
   double alpha_s = 0;          // point-to-point latency (one way)
   double bandwidth_GBps = 0;   // point-to-point bandwidth, one direction, per rank (GB/s, 1e9)
   int64_t ranks_per_node = 0;  // two_level only
   double inter_alpha_s = 0;
-  double inter_bandwidth_GBps = 0;
+  double inter_bandwidth_GBps = 0;  // per NIC, one direction
+  /// two_level: NICs per node, dividing ranks_per_node; 0 (the default, and a file without the
+  /// field) = one per rank (a GPU server's rail-optimised NICs). 1: the node's ranks share one
+  /// link (bench/netlab --hosts).
+  int64_t nics_per_node = 0;
   int64_t copy_engines = 0;    // DMA engines per device that can move data without the cores
   CollectiveModel allgather, reduce_scatter, allreduce;  // the library's collectives
   bool operator==(const NetworkModel&) const = default;

@@ -122,7 +122,7 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
 
   if (ranks < 2) {
     // Nothing is communicated on one rank: any valid link will do, and the sources say so.
-    p.network = {"switch", 0, 1, 0, 0, 0, 0, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}};
+    p.network = {"switch", 0, 1, 0, 0, 0, 0, 0, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}};
     for (const char* key : {"network", "contention", "task_overhead_s"})
       s[key] = "fixed: one rank, nothing is communicated (placeholders the simulator never uses)";
     return p;
@@ -158,7 +158,13 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     net.topology = "two_level";
     net.ranks_per_node = R;
     net.inter_alpha_s = mn.inter_round_trip_s / 2;
-    net.inter_bandwidth_GBps = mn.large_bytes / mn.inter_exchange_s * 1e-9;
+    // One link per host, or one per rank? R pairs at once on one shared link take about R times
+    // as long each as one pair alone; on links of their own about as long. The nearer wins.
+    const bool shared_link = mn.inter_exchange_s > (1.0 + R) / 2 * mn.inter_exchange_one_s;
+    net.nics_per_node = shared_link ? 1 : R;
+    net.inter_bandwidth_GBps = mn.large_bytes / (shared_link ? mn.inter_exchange_one_s : mn.inter_exchange_s) * 1e-9;
+    const std::string pairs = "one pair alone " + ms(mn.inter_exchange_one_s) + ", all " + std::to_string(R) +
+                              " pairs at once " + ms(mn.inter_exchange_s) + " each";
     s["network.topology"] = src.measured("detected: hosts of " + std::to_string(R) +
                                          " ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST), so two levels; inside a "
                                          "host: " + directions);
@@ -166,13 +172,20 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     s["network.inter_alpha_s"] = src.measured("MPI_Send/MPI_Recv ping-pong of 8 bytes between rank 0 and rank " +
                                               std::to_string(R) + " (the next host), half the round trip " +
                                               us(mn.inter_round_trip_s) + ", " + net_passes);
+    s["network.nics_per_node"] = src.measured(
+        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between rank r of host 0 and "
+        "rank r + " + std::to_string(R) + ": " + pairs + "; " + (shared_link ? "1 (the host's ranks share one link)"
+                                                                            : "one per rank (each pair as fast as one alone)") +
+        ", whichever of R times and once as long as one pair alone is nearer");
     s["network.inter_bandwidth_GBps"] = src.measured(
-        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between every rank r of host 0 "
-        "and rank r + " + std::to_string(R) + ", all " + std::to_string(R) + " pairs at once (each rank's share of the "
-        "hosts' links, which the simulator gives each rank as its own), bytes / " + ms(mn.inter_exchange_s) + ", " + net_passes);
+        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between rank 0 and rank " +
+        std::to_string(R) + (shared_link ? " alone (the host's one link), bytes / " + ms(mn.inter_exchange_one_s)
+                                         : ", every pair of host 0 and host 1 at once (a link each), bytes / " +
+                                               ms(mn.inter_exchange_s)) +
+        " (" + pairs + "), " + net_passes);
   } else {
     s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
-        "fixed: used by topology two_level only";
+        s["network.nics_per_node"] = "fixed: used by topology two_level only";
   }
   s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";
   auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,

@@ -100,6 +100,7 @@ struct NetworkResult {
   int ranks_per_host = 0;
   double inter_round_trip_s = 0;  // ping-pong of 8 bytes between rank 0 and rank ranks_per_host
   double inter_exchange_s = 0;    // every rank r of host 0 exchanges large_bytes with rank r + ranks_per_host, all at once
+  double inter_exchange_one_s = 0;  // rank 0 alone exchanges large_bytes with rank ranks_per_host
 };
 
 /// A small ping-pong, a large exchange and the same message one way (ranks 0 and 1) and the

@@ -168,11 +168,14 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
     timed.push_back({"exchange between hosts, " + std::to_string(R) + " pairs at once",
                      [&, R, rank] { exchange_with(int(r.large_bytes), rank < R ? rank + R : rank < 2 * R ? rank - R : -1); },
                      0});
+    timed.push_back({"exchange between hosts, one pair alone",
+                     [&, R, rank] { exchange_with(int(r.large_bytes), rank == 0 ? R : rank == R ? 0 : -1); }, 0});
   }
   const std::vector<double> s = time_interleaved(comm, timed, r.passes, progress);
   if (two_level) {
-    r.inter_round_trip_s = s[s.size() - 2];
-    r.inter_exchange_s = s[s.size() - 1];
+    r.inter_round_trip_s = s[s.size() - 3];
+    r.inter_exchange_s = s[s.size() - 2];
+    r.inter_exchange_one_s = s[s.size() - 1];
   }
   r.small_round_trip_s = s[0];
   r.large_exchange_s = s[1];

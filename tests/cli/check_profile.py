@@ -83,10 +83,11 @@ def main():
         n = doc["network"]
         want(n.get("topology") == "two_level", f"network.topology is {n.get('topology')!r}, not 'two_level'")
         want(n.get("ranks_per_node") == args.two_level, f"network.ranks_per_node is {n.get('ranks_per_node')}, not {args.two_level}")
-        for path in ("network.inter_alpha_s", "network.inter_bandwidth_GBps", "network.ranks_per_node"):
+        for path in ("network.inter_alpha_s", "network.inter_bandwidth_GBps", "network.ranks_per_node", "network.nics_per_node"):
             want(sources.get(path, "").startswith("measured: cofuse profile ("),
                  f"sources.{path} does not say how it was measured: {sources.get(path)!r}")
         want(n.get("inter_bandwidth_GBps", 0) > 0, "network.inter_bandwidth_GBps is not positive")
+        want(n.get("nics_per_node") in (1, args.two_level), f"network.nics_per_node is {n.get('nics_per_node')}, not 1 or {args.two_level}")
 
     for p in problems:
         print("FAIL:", p)

@@ -87,6 +87,39 @@ TEST(SimSymmetry, OneRankStandsForEveryRankOfASwitchedNetwork) {
 TEST(SimSymmetry, OneNodeStandsForEveryNodeOfATwoLevelMachine) {
   const int folded = expect_folded_equals_whole(two_level_profile(2), 8);
   EXPECT_GT(folded, 100);
+  MachineProfile one_nic = two_level_profile(2);  // the node's ranks share one link (netlab --hosts)
+  one_nic.network.nics_per_node = 1;
+  EXPECT_GT(expect_folded_equals_whole(one_nic, 8), 100);
+}
+
+// nics_per_node = 1: the ranks of a node share its one link, so two messages leaving a node at
+// once take twice as long as one alone; with a NIC per rank (0, the default) as long.
+TEST(SimSymmetry, RanksOfANodeShareItsNicsAsTheProfileSays) {
+  auto two_messages = [](int64_t nics, bool both) {
+    MachineProfile p = two_level_profile(2);
+    p.network.nics_per_node = nics;
+    p.network.inter_alpha_s = 0;
+    p.task_overhead_s = 0;
+    std::vector<Plan> plans(4);
+    for (int r = 0; r < 4; ++r) {
+      plans[std::size_t(r)].rank = r;
+      if (!both && r % 2 == 1) continue;
+      Task t;
+      t.engine = EngineId::comm;
+      t.kind = r < 2 ? TaskKind::send : TaskKind::recv;
+      t.peer = r < 2 ? r + 2 : r - 2;
+      t.bytes = 1000000;
+      plans[std::size_t(r)].tasks.push_back(t);
+    }
+    SimOptions whole;
+    whole.fold = false;
+    return simulate_plans(plans, p, whole).makespan_s;
+  };
+  const double one = two_messages(1, false);
+  EXPECT_NEAR(one, 1e6 / 0.25e9, 1e-9);  // 0.25 GB/s between nodes
+  EXPECT_NEAR(two_messages(1, true), 2 * one, 1e-9);
+  EXPECT_NEAR(two_messages(0, true), one, 1e-9);
+  EXPECT_NEAR(two_messages(2, true), one, 1e-9);
 }
 
 TEST(SimSymmetry, ASharedMediumAndFewPeriodsAreSimulatedWhole) {

@@ -135,6 +135,8 @@ Status MachineProfile::validate() const {
   if (n.alpha_s < 0 || n.inter_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
   if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
     return fail("two_level needs network.ranks_per_node >= 1 and network.inter_bandwidth_GBps > 0");
+  if (n.nics_per_node < 0 || (n.nics_per_node > 0 && (n.ranks_per_node < 1 || n.ranks_per_node % n.nics_per_node != 0)))
+    return fail("network.nics_per_node must be 0 (one per rank) or divide ranks_per_node");
   for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
     if (c->busbw_GBps <= 0 || c->alpha_s < 0 || c->nonblocking_busbw_GBps < 0 || c->nonblocking_alpha_s < 0)
       return fail("every collective needs busbw_GBps > 0 and alpha_s, nonblocking_alpha_s, nonblocking_busbw_GBps >= 0");
@@ -204,6 +206,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       f.integer("ranks_per_node", p.network.ranks_per_node);
       f.number("inter_alpha_s", p.network.inter_alpha_s);
       f.number("inter_bandwidth_GBps", p.network.inter_bandwidth_GBps);
+      f.integer("nics_per_node", p.network.nics_per_node);
       f.integer("copy_engines", p.network.copy_engines);
       read_collective(f.child("allgather"), origin, "network.allgather", p.network.allgather);
       read_collective(f.child("reduce_scatter"), origin, "network.reduce_scatter", p.network.reduce_scatter);
@@ -249,6 +252,7 @@ std::string to_json(const MachineProfile& p) {
   doc["network"] = {{"topology", p.network.topology}, {"alpha_s", p.network.alpha_s},
                     {"bandwidth_GBps", p.network.bandwidth_GBps}, {"ranks_per_node", p.network.ranks_per_node},
                     {"inter_alpha_s", p.network.inter_alpha_s}, {"inter_bandwidth_GBps", p.network.inter_bandwidth_GBps},
+                    {"nics_per_node", p.network.nics_per_node},
                     {"copy_engines", p.network.copy_engines}, {"allgather", collective_json(p.network.allgather)},
                     {"reduce_scatter", collective_json(p.network.reduce_scatter)},
                     {"allreduce", collective_json(p.network.allreduce)}};

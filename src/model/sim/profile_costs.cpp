@@ -27,7 +27,10 @@ ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& opti
     bandwidths_.assign(1, link);
   } else {
     bandwidths_.assign(2 * std::size_t(ranks), link);
-    if (n.topology == "two_level") bandwidths_.resize(4 * std::size_t(ranks), n.inter_bandwidth_GBps * 1e9);
+    if (n.topology == "two_level") {
+      bandwidths_.resize(4 * std::size_t(ranks), n.inter_bandwidth_GBps * 1e9);
+      nics_ = int(n.nics_per_node > 0 ? n.nics_per_node : n.ranks_per_node);
+    }
   }
 }
 
@@ -70,14 +73,25 @@ void ProfileCosts::links(int from, int to, std::vector<int>& out) const {
     out.push_back(from);
     out.push_back(ranks_ + to);
   } else {
-    out.push_back(2 * ranks_ + from);
-    out.push_back(3 * ranks_ + to);
+    out.push_back(2 * ranks_ + nic_of(from));
+    out.push_back(3 * ranks_ + nic_of(to));
   }
 }
 
-// Every link but the shared medium belongs to one rank: [kind · P, kind · P + P).
+int ProfileCosts::nic_of(int rank) const {
+  const int per = int(profile_.network.ranks_per_node);
+  return rank / per * nics_ + rank % per % nics_;
+}
+
+// Every link but the shared medium belongs to one rank ([kind · P, kind · P + P)), or, for a
+// two-level machine's NICs, to one node (nics per node, numbered node by node).
 int ProfileCosts::fold_link(int link, int period) const {
-  return link - link % ranks_ + (link % ranks_) % period;
+  const int kind_start = link - link % ranks_, index = link % ranks_;
+  if (profile_.network.topology == "two_level" && link >= 2 * ranks_) {
+    const int per = int(profile_.network.ranks_per_node), nodes = period / per;  // a period is whole nodes
+    return kind_start + (index / nics_ % nodes) * nics_ + index % nics_;
+  }
+  return kind_start + index % period;
 }
 
 bool ProfileCosts::foldable(int period) const {

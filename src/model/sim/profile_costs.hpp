@@ -46,7 +46,10 @@ class ProfileCosts : public CostModel {
   bool nonblocking_;
   double notice_s_;  // how late, on average, a completion is noticed
   // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "two_level": the
-  // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in.
+  // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in, of which NIC j of node h is
+  // h * nics + j (nics: the profile's nics_per_node, or one per rank).
+  int nic_of(int rank) const;
+  int nics_ = 0;
   std::vector<double> bandwidths_;
 };
 
