@@ -10,7 +10,7 @@
 //     thread count, so a second link on the same machine does not measure it again);
 //   - contention: GEMM and communication slowing each other on one rank;
 // agrees the result across ranks (every rank ends with the same profile), and writes it under
-// cache_dir (config::cache_dir()) keyed by a signature: the hosts, ranks per host and the MPI
+// cache_dir (config::cache_dir()) keyed by a signature: the hosts, ranks per host (host_layout: MPI_COMM_TYPE_SHARED or COFUSE_RANKS_PER_HOST) and the MPI
 // transport. A later process with the same signature runs only a quick bandwidth check (a few
 // tens of ms) and reuses the file unless the check disagrees with it by more than 25%. A file that is
 // corrupt, of another schema or signature, or stale (the check disagrees) is measured again with
@@ -48,7 +48,7 @@ struct CalibrateOptions {
 /// What calibrate() found and where it came from.
 struct Calibration {
   MachineProfile profile;     // validated; named "calibrated-<hash of the signature>"
-  std::string signature;      // e.g. "hosts=vm ranks=2 per_host=2 transport=tcp,self"
+  std::string signature;      // e.g. "hosts=vm ranks=2 per_host=2 host_groups=1 by MPI_COMM_TYPE_SHARED transport=tcp,self"
   double check_GBps = 0;      // the quick check of this process: ring exchange, GB/s per rank
   double cached_check_GBps = 0;  // the quick check kept with the file (= check_GBps when measured now)
   bool from_cache = false;    // the file was reused

@@ -73,12 +73,12 @@ struct NetworkModel {
   int64_t ranks_per_node = 0;  // two_level only
   double inter_alpha_s = 0;
   double inter_bandwidth_GBps = 0;  // per NIC, one direction
+  int64_t copy_engines = 0;    // DMA engines per device that can move data without the cores
+  CollectiveModel allgather, reduce_scatter, allreduce;  // the library's collectives
   /// two_level: NICs per node, dividing ranks_per_node; 0 (the default, and a file without the
   /// field) = one per rank (a GPU server's rail-optimised NICs). 1: the node's ranks share one
   /// link (bench/netlab --hosts).
   int64_t nics_per_node = 0;
-  int64_t copy_engines = 0;    // DMA engines per device that can move data without the cores
-  CollectiveModel allgather, reduce_scatter, allreduce;  // the library's collectives
   bool operator==(const NetworkModel&) const = default;
 };
 

@@ -64,9 +64,9 @@ struct SimResult {
   int ranks = 0;                             // the op's ranks
   std::vector<Plan> plans;                   // the plans simulated: every rank's, or ranks [0, q) of
                                              // a folded run (plans.size() < ranks; the others repeat them)
-  std::vector<std::vector<TaskTime>> times;  // [rank][task]: start and end in virtual seconds
-  std::vector<double> compute_busy_s;        // per rank: time its compute engine was busy
-  std::vector<double> comm_busy_s;           // per rank: time with any communication task in flight
+  std::vector<std::vector<TaskTime>> times;  // [rank][task] of the ranks in plans: start and end in virtual seconds
+  std::vector<double> compute_busy_s;        // per rank in plans: time its compute engine was busy
+  std::vector<double> comm_busy_s;           // per rank in plans: time with any communication task in flight
   SimLosses losses;                          // filled by simulate(); zeros from simulate_plans()
   int64_t tasks = 0;                         // tasks simulated (the ranks in plans)
   int64_t tasks_represented = 0;             // tasks of all the ranks (more than `tasks` when folded)
@@ -74,12 +74,15 @@ struct SimResult {
   double wall_s = 0;                         // real time the simulation took
 };
 
-/// Simulates `plans` (plans[r] is rank r's plan; all of one op and schedule) on `profile`.
+/// Simulates `plans` (plans[r] is rank r's plan; all of one op and schedule) on `profile`: every
+/// rank given, never folded (options.fold is for simulate(), which lowers).
 /// Throws Error(invalid_argument) for an invalid profile or inconsistent plans, and
 /// Error(internal) naming the waiting tasks if the plans can never finish (a deadlock).
 SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile, const SimOptions& options = {});
 
-/// Lowers (desc, schedule) for every rank and simulates it; also simulates the serial baseline
+/// Lowers (desc, schedule) for every rank (or, with options.fold where the machine and the plans
+/// repeat, for one period of ranks that stands for all: SimResult::plans.size() < ranks) and
+/// simulates it; also simulates the serial baseline
 /// to fill in losses (once: for the serial schedule itself the run is its own baseline).
 /// desc, schedule and profile must be valid (Error(invalid_argument) otherwise).
 SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,

@@ -20,6 +20,7 @@
 #include "cofuse/simulate.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
+#include "cpu/comm/host_layout.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "measure/bench_record.hpp"
@@ -55,16 +56,18 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
   std::map<std::string, int> per_host;
   for (int r = 0; r < size; ++r) ++per_host[std::string(names.data() + std::size_t(r) * MPI_MAX_PROCESSOR_NAME)];
   JobSignature s;
-  for (const auto& [host, count] : per_host) {
-    s.hosts += (s.hosts.empty() ? "" : ",") + host;
-    s.ranks_per_host = std::max(s.ranks_per_host, count);
-  }
+  for (const auto& [host, count] : per_host) s.hosts += (s.hosts.empty() ? "" : ",") + host;
+  // How many hosts and ranks per host is host_layout's answer (the one the profile measures by,
+  // COFUSE_RANKS_PER_HOST included), so a calibration of another layout is not reused.
+  const detail::HostLayout layout = detail::host_layout(comm);
+  s.ranks_per_host = layout.ranks_per_host;
   std::string transport;
   for (const char* variable : {"OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_mtl"})
     if (const char* v = std::getenv(variable); v && *v) transport += std::string(variable + 9) + "=" + v + " ";
   if (transport.empty()) transport = "default ";
   transport.pop_back();
   s.text = "hosts=" + s.hosts + " ranks=" + std::to_string(size) + " per_host=" + std::to_string(s.ranks_per_host) +
+           " host_groups=" + std::to_string(layout.hosts) + (layout.regular ? "" : "(irregular)") + " by " + layout.source +
            " transport=" + transport;
   s.compute_key = "cpu=" + machine["cpu_model"].get<std::string>() + " blas=" + build_info().blas +
                   " threads=" + machine["openblas_num_threads"].get<std::string>() +

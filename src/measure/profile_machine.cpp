@@ -122,7 +122,7 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
 
   if (ranks < 2) {
     // Nothing is communicated on one rank: any valid link will do, and the sources say so.
-    p.network = {"switch", 0, 1, 0, 0, 0, 0, 0, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}};
+    p.network = {"switch", 0, 1, 0, 0, 0, 0, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}};
     for (const char* key : {"network", "contention", "task_overhead_s"})
       s[key] = "fixed: one rank, nothing is communicated (placeholders the simulator never uses)";
     return p;
@@ -156,6 +156,13 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     // the first rank of the next host the one between.
     const int R = mn.ranks_per_host;
     net.topology = "two_level";
+    // Inside a node the simulator gives each rank full-duplex links of its own: the exchange's
+    // figure, whatever one direction alone suggested (a shared medium is not a two-level option).
+    net.bandwidth_GBps = link_bandwidth_GBps(mn, "switch");
+    s["network.bandwidth_GBps"] = src.measured(
+        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) +
+        " bytes each way between ranks 0 and 1 (one host; both directions busy, as in a ring), bytes / " +
+        ms(mn.large_exchange_s) + ", " + net_passes);
     net.ranks_per_node = R;
     net.inter_alpha_s = mn.inter_round_trip_s / 2;
     // One link per host, or one per rank? R pairs at once on one shared link take about R times

@@ -19,7 +19,8 @@ struct ProfileRequest {
   std::string name = "this-host";  // the profile's name
   std::string link;                // the link between ranks, in words, kept in the description
   /// How links are shared: "switch" or "shared" (NetworkModel::topology), or "auto": detected
-  /// (detect_topology, profile_measure.hpp).
+  /// (detect_topology, profile_measure.hpp), and "two_level" where the ranks sit on two hosts or
+  /// more of equally many ranks (two_level_ranks_per_host).
   std::string topology = "auto";
   std::string note;                // kept in the profile's note field
   bool quick = false;              // fewer shapes and repetitions: seconds, less precise

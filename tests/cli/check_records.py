@@ -84,6 +84,9 @@ def main():
             problems.append(f"{where}: schema {r['schema']}")
         if r["variant"] not in ("serial", "naive", "unfused", "cofuse"):
             problems.append(f"{where}: variant {r['variant']}")
+        # Every unfused schedule (overlap=none) is a baseline, whoever asked for it.
+        if r["schedule"].startswith("overlap=none") and r["variant"] not in ("serial", "unfused"):
+            problems.append(f"{where}: {r['schedule']} is unfused but recorded as variant {r['variant']}")
         cases.setdefault((r["run"]["started"], r["case"]["index"]), []).append(r)
         e = r["error"]
         if not (e["passed"] and e["rel_error"] <= e["tolerance"]):

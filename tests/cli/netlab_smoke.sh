@@ -49,6 +49,20 @@ cat "$out"
 "$src/bench/netlab" --hosts 2 --build "$build" -- true >"$out" 2>&1
 [ $? -eq 2 ] && grep -q "go together" "$out" || { echo "FAIL: --hosts without --ranks-per-host must be refused"; fail=1; }
 
+# Interrupted while its job runs (hosts: daemons inside the namespaces): everything it made goes.
+"$src/bench/netlab" --rate 1gbit --hosts 2 --ranks-per-host 1 --build "$build" -- sleep 60 >"$out" 2>&1 &
+netlab_pid=$!
+for _ in $(seq 100); do ip netns list 2>/dev/null | grep -q "cofuse-netlab-$netlab_pid-" && pgrep -f "^sleep 60" >/dev/null && break; sleep 0.2; done
+kill -TERM "$netlab_pid"
+wait "$netlab_pid"
+status=$?
+[ $status -ne 0 ] || { echo "FAIL: an interrupted netlab exited 0"; fail=1; }
+if ip netns list 2>/dev/null | grep -q "cofuse-netlab-$netlab_pid-"; then echo "FAIL: an interrupted netlab left a namespace"; fail=1; fi
+if ip link 2>/dev/null | grep -q " cnlh$netlab_pid"; then echo "FAIL: an interrupted netlab left its host port"; fail=1; fi
+# Live ones only: the daemons' zombies (parent: init) are reaped whenever init gets to them.
+left=$(ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 ~ /(^|\/)orted$/ || ($2 == "sleep" && $3 == "60"))')
+[ -z "$left" ] || { echo "FAIL: an interrupted netlab left processes: $left"; fail=1; }
+
 # A fixed delay (netem): it works, or the kernel lacks netem and netlab says so (exit 3).
 "$src/bench/netlab" --rate 1gbit --delay-us 100 --np 2 --build "$build" -- "$build/tools/cofuse" run --m 8 --n 8 --k 8 \
   --iters 1 >"$out" 2>&1

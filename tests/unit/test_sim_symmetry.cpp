@@ -90,6 +90,9 @@ TEST(SimSymmetry, OneNodeStandsForEveryNodeOfATwoLevelMachine) {
   MachineProfile one_nic = two_level_profile(2);  // the node's ranks share one link (netlab --hosts)
   one_nic.network.nics_per_node = 1;
   EXPECT_GT(expect_folded_equals_whole(one_nic, 8), 100);
+  MachineProfile two_nics = two_level_profile(4);  // 4 ranks per node on 2 NICs, 4 nodes
+  two_nics.network.nics_per_node = 2;
+  EXPECT_GT(expect_folded_equals_whole(two_nics, 16), 100);
 }
 
 // nics_per_node = 1: the ranks of a node share its one link, so two messages leaving a node at

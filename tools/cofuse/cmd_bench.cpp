@@ -67,7 +67,7 @@ void print_case(std::ostream& o, const BenchCase& c, int index, int count, const
     << " GB/s (busbw = algbw * " << cs.factor_text << ");\n     it costs a rank " << fixed(r.comm_alone_cpu_s * 1e3, 2)
     << " ms of CPU (user + system; a blocking MPI collective spins while it waits, so this bounds the cost from above)";
   o << "\n  M' cofuse's ring alone (serial-ring's communication, no GEMM) " << fixed(r.comm_alone_p2p.median * 1e3, 3)
-    << " ms; the faster of M and M' is the honest communication time\n  link " << link.description;
+    << " ms; the fastest of M, M' (and an unfused schedule's own) is the honest communication time\n  link " << link.description;
   if (link.measured) o << ", measured " << fixed(link.gbit_per_s, 2) << " Gbit/s, " << fixed(link.latency_us, 1) << " us";
   o << "\n";
   std::size_t width = 8;
@@ -101,7 +101,7 @@ void print_case(std::ostream& o, const BenchCase& c, int index, int count, const
   if (best.kind == "cofuse")
     o << "  best " << best.name << ": " << fixed(unfused / best.total.median, 2) << "x over the best unfused ("
       << r.best_unfused().name << "), overlap efficiency " << fixed(std::max(G, Mbest) / best.total.median, 2)
-      << " = max(G, faster of M and M') / T; " << fixed(r.serial().total.median / best.total.median, 2)
+      << " = max(G, fastest unfused communication) / T; " << fixed(r.serial().total.median / best.total.median, 2)
       << "x over serial (library collective), " << fixed(r.naive().total.median / best.total.median, 2) << "x over naive\n";
   o << std::flush;
 }
@@ -153,7 +153,7 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
               << " rank" << (size == 1 ? "" : "s") << ", " << args.iters << " iterations after " << args.warmup
               << " warm-up, interleaved; seed " << seed << "\n"
               << "  T: median of the slowest rank; x unf = T of the faster unfused baseline (serial: library\n"
-              << "  collective; serial-ring: cofuse's ring) / T; eff = max(G, faster of M and M') / T;\n"
+              << "  collective; serial-ring: cofuse's ring) / T; eff = max(G, fastest unfused communication) / T;\n"
               << "  x serial = serial T / T; x naive = naive T / T; DIL = GEMM time of the schedule's pieces alone - G; CIL = GEMM time\n"
               << "  in the run - pieces alone (contention); Mown = the schedule's own communication alone (no\n"
               << "  GEMM); effown = max(G, Mown) / T; work = workspace beside the caller's buffers\n";

@@ -195,7 +195,7 @@ int report(const ReportArgs& args) {
   }
   print_table(rows);
   std::cout << "(" << records.size() << " records; T = median time of the slowest rank; M' = cofuse's ring alone; "
-            << "x unf = the faster of serial and serial-ring / T; eff = max(G, the faster of M and M') / T; x serial / "
+            << "x unf = the fastest unfused call / T; eff = max(G, the fastest unfused communication) / T; x serial / "
             << "x naive = baseline T / T; effown = max(G, the schedule's own communication alone) / T; records "
             << "older than serial-ring show '-' for what they lack)\n";
   if (!args.csv.empty()) {

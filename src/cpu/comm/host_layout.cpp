@@ -49,8 +49,9 @@ HostLayout host_layout(MPI_Comm comm) {
   MPI_Comm node = MPI_COMM_NULL;
   mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int mine = rank;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, node), "MPI_Allreduce");  // the host's first rank
-  MPI_Comm_free(&node);
+  const int status = MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, node);  // the host's first rank
+  MPI_Comm_free(&node);  // before a failure can throw past it
+  mpi_check(status, "MPI_Allreduce");
   std::vector<int> first(static_cast<std::size_t>(size));
   mpi_check(MPI_Allgather(&mine, 1, MPI_INT, first.data(), 1, MPI_INT, comm), "MPI_Allgather");
   return finish(std::move(first), "MPI_COMM_TYPE_SHARED");

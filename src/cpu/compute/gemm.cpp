@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <climits>
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -45,14 +46,21 @@ std::string blas_fallback_warning() {
   static const std::set<std::string> pre_avx2 = {"Prescott", "Core2",  "Penryn", "Dunnington", "Nehalem",
                                                  "Atom",     "Katmai", "Coppermine", "Northwood", "Banias",
                                                  "Sandybridge", "Unknown"};
+#if defined(__x86_64__) || defined(__i386__)
   const std::string core = openblas_get_corename();
   if (!pre_avx2.count(core)) return "";
   __builtin_cpu_init();
   const char* better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
   if (!better) return "";
-  return "OpenBLAS did not recognise this CPU and runs its generic '" + core +
+  const char* chosen = std::getenv("OPENBLAS_CORETYPE");
+  const std::string who = chosen && *chosen ? std::string("OPENBLAS_CORETYPE=") + chosen + " makes OpenBLAS run"
+                                            : std::string("OpenBLAS did not recognise this CPU and runs");
+  return who + " its generic '" + core +
          "' kernels, several times slower than the CPU allows (GEMM timings and profiles will be too); "
          "start the job with OPENBLAS_CORETYPE=" + better + " in its environment (scripts/env.sh sets it)";
+#else
+  return "";  // the core names and the check are x86's
+#endif
 }
 
 std::string blas_version() {

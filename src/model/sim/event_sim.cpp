@@ -454,7 +454,7 @@ SimResult run_event_sim(std::vector<Plan> plans, const CostModel& costs, int ran
   EventSimulator sim(plans, costs, ranks);
   SimResult result = sim.run();
   result.ranks = ranks;
-  result.tasks_represented = result.tasks / simulated * ranks;  // folded: every period repeats the first
+  result.tasks_represented = result.tasks * (ranks / simulated);  // folded: every period repeats the first
   return result;
 }
 
