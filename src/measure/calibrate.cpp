@@ -142,7 +142,12 @@ std::string Calibration::summary() const {
   if (p.sources.count("network") == 0) {  // one rank: the link is a placeholder, nothing measured
     const NetworkModel& n = p.network;
     o << "; link " << n.topology << ", latency " << fixed(n.alpha_s * 1e6, 1) << " us, " << gbps(n.bandwidth_GBps)
-      << (n.topology == "shared" ? " shared by all traffic" : " per rank each way") << "; busbw all-gather "
+      << (n.topology == "shared" ? " shared by all traffic" : " per rank each way")
+      << (n.topology == "two_level" ? "; between hosts of " + std::to_string(n.ranks_per_node) + " ranks: latency " +
+                                          fixed(n.inter_alpha_s * 1e6, 1) + " us, " + gbps(n.inter_bandwidth_GBps) +
+                                          (n.nics_per_node == 1 ? " per host (one link shared by its ranks)" : " per rank")
+                                    : std::string())
+      << "; busbw all-gather "
       << gbps(n.allgather.busbw_GBps) << ", reduce-scatter " << gbps(n.reduce_scatter.busbw_GBps) << ", all-reduce "
       << gbps(n.allreduce.busbw_GBps) << "; GEMM at " << fixed(p.contention.gemm_rate_while_comm, 2)
       << " of its speed while communicating, communication at " << fixed(p.contention.comm_rate_while_gemm, 2)

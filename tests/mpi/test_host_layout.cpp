@@ -67,5 +67,21 @@ TEST(HostLayout, AnOverrideThatCannotBeIsRefusedByName) {
   }
 }
 
+// Set on one rank only: every rank refuses (none hangs in a collective the others skip).
+TEST(HostLayout, AnOverrideOnSomeRanksOnlyIsRefusedEverywhere) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  UnsetAfter unset;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) setenv("COFUSE_RANKS_PER_HOST", "1", 1);
+  else unsetenv("COFUSE_RANKS_PER_HOST");
+  try {
+    detail::host_layout(MPI_COMM_WORLD);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("COFUSE_RANKS_PER_HOST differs between ranks"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace cofuse

@@ -51,7 +51,12 @@ void print_summary(std::ostream& o, const MachineProfile& p, const Measured& m, 
     << fixed(p.compute.peak_gflops_f64, 1) << " GFLOP/s, copy " << fixed(p.compute.memory_GBps, 2) << " GB/s, BLAS call "
     << fixed(p.compute.launch_s * 1e6, 2) << " us\n"
     << "  link           " << n.topology << ", alpha " << fixed(n.alpha_s * 1e6, 2) << " us, bandwidth "
-    << fixed(n.bandwidth_GBps, 3) << " GB/s (" << fixed(n.bandwidth_GBps * 8, 2) << " Gbit/s)\n";
+    << fixed(n.bandwidth_GBps, 3) << " GB/s (" << fixed(n.bandwidth_GBps * 8, 2) << " Gbit/s)"
+    << (n.topology == "two_level" ? " inside a host of " + std::to_string(n.ranks_per_node) + " ranks" : std::string()) << "\n";
+  if (n.topology == "two_level")
+    o << "  between hosts  alpha " << fixed(n.inter_alpha_s * 1e6, 2) << " us, bandwidth " << fixed(n.inter_bandwidth_GBps, 3)
+      << " GB/s (" << fixed(n.inter_bandwidth_GBps * 8, 2) << " Gbit/s) "
+      << (n.nics_per_node == 1 ? "per host, one link its ranks share" : "per rank, a link each") << "\n";
   coll("allgather", n.allgather);
   coll("reduce_scatter", n.reduce_scatter);
   coll("allreduce", n.allreduce);

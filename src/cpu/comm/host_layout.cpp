@@ -35,10 +35,23 @@ HostLayout finish(std::vector<int> first_rank_of_host_of, std::string source) {
 
 HostLayout host_layout(MPI_Comm comm) {
   const int size = comm_size(comm), rank = comm_rank(comm);
-  if (const char* text = std::getenv("COFUSE_RANKS_PER_HOST"); text && *text) {
+  // Every rank must read the same override, or each would take its own path into a different
+  // collective below: -1 unset, 0 malformed, else the value, agreed before anything else.
+  const char* text = std::getenv("COFUSE_RANKS_PER_HOST");
+  long per = -1;
+  if (text && *text) {
     char* end = nullptr;
-    const long per = std::strtol(text, &end, 10);
-    if (*end != '\0' || per < 1 || size % per != 0)
+    per = std::strtol(text, &end, 10);
+    if (*end != '\0' || per < 1 || per > size) per = 0;
+  }
+  long range[2] = {-per, per};  // the max of -per is -(the min of per)
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG, MPI_MAX, comm), "MPI_Allreduce");
+  if (-range[0] != range[1])
+    throw Error(ErrorCode::invalid_argument,
+                "COFUSE_RANKS_PER_HOST differs between ranks (set on some only, or to different values): give every "
+                "rank the same, or none");
+  if (per != -1) {
+    if (per == 0 || size % per != 0)
       throw Error(ErrorCode::invalid_argument, std::string("COFUSE_RANKS_PER_HOST=") + text +
                                                    ": must be a positive integer that divides the " +
                                                    std::to_string(size) + " ranks");

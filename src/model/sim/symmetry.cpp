@@ -36,7 +36,9 @@ std::vector<Plan> plans_to_simulate(const OpDesc& desc, const Schedule& schedule
   while (q <= p / 4 && !costs.foldable(q)) ++q;
   if (q > p / 4) return lower_range(desc, schedule, 0, p);  // no period, or fewer than 4 of them
   std::vector<Plan> first = lower_range(desc, schedule, 0, q);
-  for (const int start : {q, p - q}) {
+  // The second, middle and last periods: a lowering that is not shift-invariant shows it at a
+  // neighbour, at the wrap-around, or across halves (a halving or doubling pattern).
+  for (const int start : {q, p / q / 2 * q, p - q}) {
     const std::vector<Plan> other = lower_range(desc, schedule, start, q);
     for (int r = 0; r < q; ++r)
       if (!repeats(first[std::size_t(r)], other[std::size_t(r)], start, p)) return lower_range(desc, schedule, 0, p);

@@ -19,10 +19,10 @@ namespace cofuse::detail {
 bool repeats(const Plan& a, const Plan& b, int shift, int ranks);
 
 /// The plans to simulate (desc, schedule) with on `costs`: ranks [0, q) for the smallest period
-/// q that costs.foldable(q) accepts, when there are at least 4 periods and the second and the
-/// last period repeat the first (checked with `repeats`); otherwise every rank's plan.
+/// q that costs.foldable(q) accepts, when there are at least 4 periods and the second,
+/// middle and last period repeat the first (checked with `repeats`); otherwise every rank's plan.
 /// The lowering is rank-relative by construction (ring and direct peers are rank ± step), so
-/// the check is of three periods, not all; tests compare folded and full simulations of every
+/// the check is of three periods besides the first, not all; tests compare folded and full simulations of every
 /// schedule.
 std::vector<Plan> plans_to_simulate(const OpDesc& desc, const Schedule& schedule, const CostModel& costs);
 
