@@ -130,7 +130,11 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   const NetworkResult& mn = m.network;
   NetworkModel& net = p.network;
   const bool detected = args.topology == "auto";
-  net.topology = detected ? detect_topology(mn) : args.topology;
+  // Hosts of several ranks: ranks 0 and 1 measure the link inside a host, rank 0 and the first
+  // rank of the next host the one between. Inside a node the simulator gives each rank
+  // full-duplex links of its own, so link_bandwidth_GBps takes the exchange's figure for it.
+  const bool two_level = detected && mn.ranks_per_host > 0;
+  net.topology = two_level ? "two_level" : detected ? detect_topology(mn) : args.topology;
   net.alpha_s = mn.small_round_trip_s / 2;
   net.bandwidth_GBps = link_bandwidth_GBps(mn, net.topology);
   net.copy_engines = 0;
@@ -138,9 +142,12 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
       "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
   const std::string directions = "one way " + ms(mn.large_one_way_s) + ", both ways at once " + ms(mn.large_exchange_s) +
                                  " per " + std::to_string(int64_t(mn.large_bytes)) + " bytes";
-  s["network.topology"] = detected ? src.measured("detected: " + directions +
-                                                  "; shared when one way alone is > 1.5x faster than each way of both")
-                                   : "given: --topology " + args.topology + " (" + directions + ")";
+  s["network.topology"] =
+      two_level  ? src.measured("detected: hosts of " + std::to_string(mn.ranks_per_host) +
+                                " ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST), so two levels; inside a host: " +
+                                directions)
+      : detected ? src.measured("detected: " + directions + "; shared when one way alone is > 1.5x faster than each way of both")
+                 : "given: --topology " + args.topology + " (" + directions + ")";
   s["network.alpha_s"] = src.measured(
       "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +
       ", " + net_passes + " (a sample batches round trips to >= 1 ms)");
@@ -149,20 +156,10 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
           ? "MPI_Send of " + std::to_string(int64_t(mn.large_bytes)) +
                 " bytes from rank 0 to 1 alone (the whole shared medium), bytes / " + ms(mn.large_one_way_s) + ", " + net_passes
           : "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) +
-                " bytes each way between ranks 0 and 1 (both directions busy, as in a ring), bytes / " +
-                ms(mn.large_exchange_s) + ", " + net_passes);
-  if (detected && mn.ranks_per_host > 0) {
-    // Hosts of several ranks: ranks 0 and 1 measured the link inside a host (above), rank 0 and
-    // the first rank of the next host the one between.
+                " bytes each way between ranks 0 and 1" + (two_level ? " (one host;" : " (") +
+                " both directions busy, as in a ring), bytes / " + ms(mn.large_exchange_s) + ", " + net_passes);
+  if (two_level) {
     const int R = mn.ranks_per_host;
-    net.topology = "two_level";
-    // Inside a node the simulator gives each rank full-duplex links of its own: the exchange's
-    // figure, whatever one direction alone suggested (a shared medium is not a two-level option).
-    net.bandwidth_GBps = link_bandwidth_GBps(mn, "switch");
-    s["network.bandwidth_GBps"] = src.measured(
-        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) +
-        " bytes each way between ranks 0 and 1 (one host; both directions busy, as in a ring), bytes / " +
-        ms(mn.large_exchange_s) + ", " + net_passes);
     net.ranks_per_node = R;
     net.inter_alpha_s = mn.inter_round_trip_s / 2;
     // One link per host, or one per rank? R pairs at once on one shared link take about R times
@@ -172,9 +169,6 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     net.inter_bandwidth_GBps = mn.large_bytes / (shared_link ? mn.inter_exchange_one_s : mn.inter_exchange_s) * 1e-9;
     const std::string pairs = "one pair alone " + ms(mn.inter_exchange_one_s) + ", all " + std::to_string(R) +
                               " pairs at once " + ms(mn.inter_exchange_s) + " each";
-    s["network.topology"] = src.measured("detected: hosts of " + std::to_string(R) +
-                                         " ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST), so two levels; inside a "
-                                         "host: " + directions);
     s["network.ranks_per_node"] = src.measured("ranks per host, every host alike and numbered host by host");
     s["network.inter_alpha_s"] = src.measured("MPI_Send/MPI_Recv ping-pong of 8 bytes between rank 0 and rank " +
                                               std::to_string(R) + " (the next host), half the round trip " +

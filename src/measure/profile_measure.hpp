@@ -122,7 +122,8 @@ int two_level_ranks_per_host(MPI_Comm comm);
 std::string detect_topology(const NetworkResult& r);
 
 /// The bandwidth the simulator's NetworkModel::bandwidth_GBps means for that topology: per
-/// direction with both busy (switch), or the whole medium (shared: one direction alone).
+/// direction with both busy (switch, and inside a node of two_level), or the whole medium
+/// (shared: one direction alone).
 double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
 
 /// The calibration's quick check: every rank sends 4 MiB (16 MiB on links that move 1 MiB in

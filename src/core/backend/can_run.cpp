@@ -51,12 +51,11 @@ std::string non_contiguous_piece(const Task& t) {
     case TaskKind::collective: {
       const View& x = t.x;
       const View& z = t.z;
-      const auto& op = t;
-      if (op.collective == Collective::allgather && !(x.contiguous() && z.contiguous() && op.stride == x.elements()))
+      if (t.collective == Collective::allgather && !(x.contiguous() && z.contiguous() && t.stride == x.elements()))
         return what + "ranks' slots are not back to back";
-      if (op.collective == Collective::reduce_scatter && !(x.contiguous() && z.contiguous() && op.stride == z.elements()))
+      if (t.collective == Collective::reduce_scatter && !(x.contiguous() && z.contiguous() && t.stride == z.elements()))
         return what + "ranks' blocks are not back to back";
-      if (op.collective == Collective::allreduce && !z.contiguous()) return what + "a strided piece";
+      if (t.collective == Collective::allreduce && !z.contiguous()) return what + "a strided piece";
       return "";
     }
     default: return "";
@@ -97,16 +96,15 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   // desc.validate() makes shards divide) and the buffers' row lengths (the same everywhere); only
   // offsets move with the rank. So past 16 ranks four stand for all (the first, second, middle
   // and last): lowering every rank made this check 1.5 s of each candidate at 1,024 ranks.
-  std::vector<int> checked;
-  for (int rank = 0; rank < desc.ranks; ++rank)
-    if (desc.ranks <= 16 || rank <= 1 || rank == desc.ranks / 2 || rank == desc.ranks - 1) checked.push_back(rank);
   if (rules.contiguous_messages)
-    for (int rank : checked)
+    for (int rank = 0; rank < desc.ranks; ++rank) {
+      if (desc.ranks > 16 && rank > 1 && rank != desc.ranks / 2 && rank != desc.ranks - 1) continue;
       for (const Task& t : lower(desc, s, rank).tasks)
         if (const std::string piece = non_contiguous_piece(t); !piece.empty())
           return invalid("schedule " + s.to_string() + ": " + piece + ", and NCCL moves contiguous buffers: " +
                          (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")
                                                      : std::string("use data=uniform (packs them) or split=1d")));
+    }
   if (s.overlap == Overlap::none) return Status::Ok();
 
   if (!cpu && ((s.fusion == Fusion::fused && !rules.fused) || !has(rules_of(Backend::cuda_local).drivers, s.driver)))

@@ -17,12 +17,6 @@ namespace cofuse {
 
 namespace {
 
-std::vector<Plan> lower_all(const OpDesc& desc, const Schedule& schedule) {
-  std::vector<Plan> plans;
-  plans.reserve(std::size_t(desc.ranks));
-  for (int r = 0; r < desc.ranks; ++r) plans.push_back(lower(desc, schedule, r));
-  return plans;
-}
 
 
 // The what-if form: every GEMM piece costs compute + overhead seconds, every message moves at a
@@ -104,8 +98,7 @@ detail::ProfileCosts costs_of(const Schedule& schedule, DType dtype, int ranks, 
 SimResult simulate_op(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,
                       const SimOptions& options) {
   const detail::ProfileCosts costs = costs_of(schedule, desc.dtype, desc.ranks, profile, options);
-  std::vector<Plan> plans = options.fold ? detail::plans_to_simulate(desc, schedule, costs) : lower_all(desc, schedule);
-  return detail::run_event_sim(std::move(plans), costs, desc.ranks);
+  return detail::run_event_sim(detail::plans_to_simulate(desc, schedule, costs, options.fold), costs, desc.ranks);
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ bool repeats(const Plan& a, const Plan& b, int shift, int ranks) {
   return true;
 }
 
-std::vector<Plan> plans_to_simulate(const OpDesc& desc, const Schedule& schedule, const CostModel& costs) {
+std::vector<Plan> plans_to_simulate(const OpDesc& desc, const Schedule& schedule, const CostModel& costs, bool fold) {
   const int p = desc.ranks;
+  if (!fold) return lower_range(desc, schedule, 0, p);
   int q = 1;
   while (q <= p / 4 && !costs.foldable(q)) ++q;
   if (q > p / 4) return lower_range(desc, schedule, 0, p);  // no period, or fewer than 4 of them

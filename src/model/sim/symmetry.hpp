@@ -18,12 +18,13 @@ namespace cofuse::detail {
 /// Views may sit elsewhere in their buffers (a gathered shard's slot moves with the rank).
 bool repeats(const Plan& a, const Plan& b, int shift, int ranks);
 
-/// The plans to simulate (desc, schedule) with on `costs`: ranks [0, q) for the smallest period
+/// The plans to simulate (desc, schedule) with on `costs`: every rank's when `fold` is false;
+/// otherwise ranks [0, q) for the smallest period
 /// q that costs.foldable(q) accepts, when there are at least 4 periods and the second,
 /// middle and last period repeat the first (checked with `repeats`); otherwise every rank's plan.
 /// The lowering is rank-relative by construction (ring and direct peers are rank ± step), so
 /// the check is of three periods besides the first, not all; tests compare folded and full simulations of every
 /// schedule.
-std::vector<Plan> plans_to_simulate(const OpDesc& desc, const Schedule& schedule, const CostModel& costs);
+std::vector<Plan> plans_to_simulate(const OpDesc& desc, const Schedule& schedule, const CostModel& costs, bool fold);
 
 }  // namespace cofuse::detail
