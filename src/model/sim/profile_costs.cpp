@@ -84,7 +84,11 @@ int ProfileCosts::nic_of(int rank) const {
 }
 
 // Every link but the shared medium belongs to one rank ([kind · P, kind · P + P)), or, for a
-// two-level machine's NICs, to one node (nics per node, numbered node by node).
+// two-level machine's NICs, to one node (nics per node, numbered node by node). Folding them
+// keeps each simulated link carrying what its counterpart in every period carries, as in the
+// whole simulation. (With plans that repeat, every rank has as many flows in as out at any
+// moment, so the rates came out the same unfolded in every case tried; the folded state is
+// the one that is true, and costs nothing.)
 int ProfileCosts::fold_link(int link, int period) const {
   const int kind_start = link - link % ranks_, index = link % ranks_;
   if (profile_.network.topology == "two_level" && link >= 2 * ranks_) {
