@@ -44,7 +44,9 @@ class Operation {
   /// desc: what to compute; desc.ranks must equal the size of comm.
   /// comm: the caller's communicator; it must outlive this object.
   /// schedule: how to run it (default: the unfused baseline). Schedules with a progress thread
-  ///   (fusion=unfused, overlap != none) need MPI_THREAD_SERIALIZED or higher.
+  ///   (fusion=unfused, overlap != none) need MPI_THREAD_SERIALIZED or higher. A two-level
+  ///   schedule with host_ranks=0 takes the communicator's ranks per host (shared-memory
+  ///   neighbours, or COFUSE_RANKS_PER_HOST); schedule() then returns it with host_ranks set.
   /// settings: executor settings (progress polling interval, fused tile size).
   /// Throws cofuse::Error (mismatch, invalid_argument, mpi).
   Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule = serial_schedule(),

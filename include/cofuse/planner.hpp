@@ -58,9 +58,11 @@ Backend planning_backend(const MachineProfile& profile, const PlannerOptions& op
 /// `chunk_counts`), serial first: the CPU executor's (enumerate_schedules), or for a CUDA
 /// backend the unfused ones of that grid with a GPU engine (engine=ce, engine=sm) driving
 /// communication, those can_run(backend, ...) accepts. Serial is always first, even where the
-/// backend refuses it (the baseline every answer is measured against).
+/// backend refuses it (the baseline every answer is measured against). `ranks_per_host` R
+/// (1 < R < P, dividing P) adds the two-level twin of every ring schedule where the backend
+/// runs it (enumerate_schedules); choose_schedule passes the profile's.
 std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend,
-                                          const std::vector<int>& chunk_counts = {2, 4, 8, 16});
+                                          const std::vector<int>& chunk_counts = {2, 4, 8, 16}, int ranks_per_host = 0);
 
 /// One schedule the planner considered.
 struct PlanCandidate {

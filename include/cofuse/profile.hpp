@@ -115,6 +115,11 @@ struct MachineProfile {
   /// Problems that make it unusable (missing or non-positive rates, an unknown topology).
   Status validate() const;
 
+  /// Ranks per host when `ranks` ranks run here, for two-level schedules left to the machine
+  /// (host_ranks=0, with_host_ranks): network.ranks_per_node on a two_level network; otherwise
+  /// all ranks on one host (every link alike), `ranks`.
+  int ranks_per_host(int ranks) const;
+
   bool operator==(const MachineProfile&) const = default;
 };
 

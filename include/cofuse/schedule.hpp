@@ -21,9 +21,21 @@
 //   algo     coll | ring | direct     coll: a library collective per piece; ring: point-to-point
 //                                     ring, reduce / forward per step; direct: every piece
 //                                     straight to its destination, start staggered by rank
+//   topo     flat | 2level            flat: one ring (or exchange) over all P ranks, every link
+//                                     alike; 2level: ranks in hosts of host_ranks consecutive
+//                                     ranks: a ring inside each host (shared memory) and direct
+//                                     messages between hosts, each rank to the rank with its
+//                                     local index on every other host (needs algo=ring)
+//   host_ranks 0 | R                  2level only: ranks per host, dividing P; 0 (the default)
+//                                     is "this machine's": Operation takes it from MPI
+//                                     (detail::host_layout), the simulator and the planner from
+//                                     the profile (with_host_ranks). A wrong R still computes the
+//                                     right answer, only over slower links
 //
 // String form (parses and prints round-trip), fields in this order:
 //   overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring
+// followed by ",topo=2level" (and ",host_ranks=R" when R is set) for two-level schedules only:
+// flat schedules print as they did before topo existed, so stored strings keep their meaning.
 // A preset name may stand for all fields, optionally followed by overrides:
 //   "hetero-unfused-1d", "hetero-unfused-1d,chunks=8".
 //
@@ -58,6 +70,8 @@ enum class CommDriver {
 /// The enum's name before CommDriver (Schedule::engine is now Schedule::driver).
 using Engine [[deprecated("use CommDriver (and Schedule::driver)")]] = CommDriver;
 enum class Algo { coll, ring, direct };
+/// The schedule's view of where ranks sit: all alike (flat), or hosts of host_ranks ranks.
+enum class Topo { flat, two_level };  // printed "flat", "2level"
 
 struct Schedule {
   Overlap overlap = Overlap::none;
@@ -67,6 +81,8 @@ struct Schedule {
   Fusion fusion = Fusion::unfused;
   CommDriver driver = CommDriver::thread;  // text key `engine` (or `driver`)
   Algo algo = Algo::coll;
+  Topo topo = Topo::flat;
+  int host_ranks = 0;  // topo=2level: ranks per host; 0 = the machine's (see with_host_ranks)
 
   /// The full string form, every field, e.g. "overlap=none,chunks=1,split=1d,...".
   std::string to_string() const;
@@ -87,6 +103,11 @@ struct Schedule {
 
   bool operator==(const Schedule&) const = default;
 };
+
+/// `schedule` with its host size filled in: a two-level schedule whose host_ranks is 0 gets
+/// `ranks_per_host` (the machine's); any other schedule comes back as it is. The one place where
+/// "the machine's ranks per host" becomes a number.
+Schedule with_host_ranks(const Schedule& schedule, int ranks_per_host);
 
 /// The unfused baseline by the library collective (preset "serial").
 Schedule serial_schedule();
@@ -109,8 +130,11 @@ std::string schedule_name(const Schedule& schedule);
 
 /// Every CPU schedule (engine thread / inline) from a grid (chunks in `chunk_counts`) that the
 /// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)): serial first, then the unfused
-/// baselines by ring and direct exchange, then the overlapped schedules.
-std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8});
+/// baselines by ring and direct exchange, then the overlapped schedules. With `ranks_per_host`
+/// R where 1 < R < P and R divides P (ranks in hosts of R), every flat ring schedule is followed
+/// by its two-level twin (topo=2level,host_ranks=R); otherwise only flat schedules.
+std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8},
+                                          int ranks_per_host = 0);
 
 const char* to_string(Overlap v);
 const char* to_string(Split v);
@@ -118,5 +142,6 @@ const char* to_string(DataMode v);
 const char* to_string(Fusion v);
 const char* to_string(CommDriver v);
 const char* to_string(Algo v);
+const char* to_string(Topo v);
 
 }  // namespace cofuse

@@ -84,7 +84,9 @@ SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile,
 /// repeat, for one period of ranks that stands for all: SimResult::plans.size() < ranks) and
 /// simulates it; also simulates the serial baseline
 /// to fill in losses (once: for the serial schedule itself the run is its own baseline).
-/// desc, schedule and profile must be valid (Error(invalid_argument) otherwise).
+/// desc, schedule and profile must be valid (Error(invalid_argument) otherwise). A two-level
+/// schedule left to the machine (host_ranks=0) gets the profile's ranks per host
+/// (MachineProfile::ranks_per_host); the plans in the result carry the resolved schedule.
 SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile,
                    const SimOptions& options = {});
 

@@ -81,6 +81,40 @@ std::vector<ScheduleCase> all_schedule_cases() {
   return out;
 }
 
+// Two-level schedules (topo=2level): the twin of every ring schedule (chunks 2 and 3), with hosts
+// of every size R that divides the ranks (1 < R < P), and with host_ranks=0, the machine's:
+// under bench/netlab --hosts the real hosts (ctest mpi_hosts_2x2, mpi_hosts_2x3); on one machine
+// all ranks, a flat ring by another road. A wrong R computes the same answer, only over slower
+// links, so R=2 also runs on hosts of 3. Shapes whose blocks 3 chunks do not divide (5 rows).
+std::vector<ScheduleCase> two_level_cases() {
+  const int p = test::world_size();
+  std::mt19937_64 rng(test::run_seed() + 1);
+  std::vector<int> sizes = {0};
+  for (int r = 2; r < p; ++r)
+    if (p % r == 0) sizes.push_back(r);
+  std::vector<ScheduleCase> out;
+  for (auto [op, axis] : kOps)
+    for (DType dtype : {DType::f32, DType::f64}) {
+      const OpDesc d{op, 5 * p, 3 * p, 6 * p, dtype, false, false, axis, p};
+      for (const Schedule& flat : enumerate_schedules(d, {2, 3})) {
+        if (flat.algo != Algo::ring) continue;
+        for (int r : sizes) {
+          Schedule s = flat;
+          s.topo = Topo::two_level;
+          s.host_ranks = r;
+          if (!can_run(Backend::cpu_mpi, d, with_host_ranks(s, r == 0 ? p : r)).ok()) continue;
+          OpDesc di = d;
+          di.trans_a = rng() % 2;
+          di.trans_b = rng() % 2;
+          out.push_back({di, s, identifier("twolevel" + std::to_string(out.size()) + "_" + to_string(op) + "_" +
+                                           to_string(axis) + "_" + to_string(dtype) + "_hosts_of_" +
+                                           (r == 0 ? std::string("machine") : std::to_string(r)))});
+        }
+      }
+    }
+  return out;
+}
+
 class ScheduleAgainstReference : public testing::TestWithParam<ScheduleCase> {};
 
 TEST_P(ScheduleAgainstReference, MatchesReference) {
@@ -121,6 +155,7 @@ TEST_P(ScheduleAgainstReference, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, ScheduleAgainstReference, testing::ValuesIn(preset_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(AllSchedules, ScheduleAgainstReference, testing::ValuesIn(all_schedule_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(TwoLevel, ScheduleAgainstReference, testing::ValuesIn(two_level_cases()), case_name);
 
 // Did a message of one piece complete while a GEMM of another piece ran on the compute engine?
 // (Completion, not posting: receives are posted at the start and would "overlap" everything.)

@@ -45,10 +45,15 @@ void expect_inside(const OpDesc& d, const Plan& plan, const View& v, const std::
   EXPECT_LE(v.offset + (v.rows - 1) * v.ld + v.cols, buffer_elements(d, plan, v.buf)) << what << " past its buffer";
 }
 
+// (P, ranks per host): flat schedules at every P, and their two-level twins at 4 and 6 ranks in
+// hosts of 2 and 3 (enumerate_schedules adds them).
+const std::pair<int, int> kLayouts[] = {{1, 0}, {2, 0}, {3, 0}, {4, 2}, {6, 2}, {6, 3}};
+
 TEST(Lower, EveryPlanIsSound) {
-  for (int p : {1, 2, 3, 4})
+  for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
-      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8})) {
+      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8}, per_host)) {
+        if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
         SCOPED_TRACE(d.to_string() + " | " + s.to_string());
         // (from, to, tag) -> elements, for sends and receives across all ranks.
         std::map<std::tuple<int, int, int>, int64_t> sends, recvs;
@@ -380,9 +385,10 @@ class SymbolicRun {
 
 TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
   int cases = 0;
-  for (int p : {1, 2, 3, 4})
+  for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
-      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8})) {
+      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8}, per_host)) {
+        if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
         std::vector<Plan> plans;
         for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
         // G in the caller's buffer and in the workspace, alternately.

@@ -5,6 +5,7 @@
 
 #include "cofuse/backend.hpp"
 #include "cofuse/plan.hpp"
+#include "core/plan/builder.hpp"
 
 namespace cofuse {
 
@@ -105,6 +106,21 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
                          (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")
                                                      : std::string("use data=uniform (packs them) or split=1d")));
     }
+  // NCCL issues a rank's i-th send and i-th receive as one group (build_rank_program). Where a
+  // rank sends one block and receives another in the same step (direct exchange; two-level
+  // messages between hosts), both must be cut into as many pieces, or the groups of two ranks
+  // wait for each other: gemm_ar's uneven row blocks (M % P != 0) can be cut differently.
+  if (backend == Backend::cuda_nccl && desc.op == OpKind::gemm_ar && desc.m % desc.ranks != 0 &&
+      (s.algo == Algo::direct || s.topo == Topo::two_level)) {
+    const int64_t short_rows = desc.m / desc.ranks;
+    if (detail::cut(short_rows, desc.n, s).size() != detail::cut(short_rows + 1, desc.n, s).size())
+      return invalid("schedule " + s.to_string() + " for gemm_ar M=" + std::to_string(desc.m) + " on " +
+                     std::to_string(desc.ranks) + " ranks: row blocks of " + std::to_string(short_rows) + " and " +
+                     std::to_string(short_rows + 1) +
+                     " rows are cut into different numbers of pieces, and NCCL pairs each rank's i-th send with its "
+                     "i-th receive in one group, so these exchanges would wait for each other: use M divisible by "
+                     "the ranks, fewer chunks, or a flat ring (topo=flat,algo=ring)");
+  }
   if (s.overlap == Overlap::none) return Status::Ok();
 
   if (!cpu && ((s.fusion == Fusion::fused && !rules.fused) || !has(rules_of(Backend::cuda_local).drivers, s.driver)))

@@ -156,22 +156,55 @@ Plan lower_gather(PlanBuilder& pb) {
   }
 
   if (s.algo == Algo::ring) {
-    const int left = (r - 1 + P) % P, right = (r + 1) % P;
-    std::vector<View> src = own_src;
-    std::vector<std::vector<int>> src_dep = own_dep;
-    for (int step = 1; step < P; ++step) {
-      const int j = (r - step + P) % P;  // the shard arriving from the left at this step
-      std::vector<Arrival> arrived;
-      for (int qi = 0; qi < np; ++qi) arrived.push_back(receive(j, qi, left, tag(step, qi), step));
+    // Hosts (topo=2level): H hosts of R consecutive ranks, this rank the l-th of host h; a flat
+    // ring is one host (R = P). Between hosts, this rank's shard goes to rank (h+t, l) of every
+    // other host and rank (h-t, l)'s arrives. Inside the host, one ring per host offset t (this
+    // host's shards first, whose GEMMs need no network): at step s the rank receives shard
+    // (h-t, l-s) from its left and forwards what it received the step before (its own shard,
+    // or the host's arrival, at step 1). GEMMs run in that order: the own host's shards, then
+    // each other host's as it arrives and travels the ring.
+    const int R = s.topo == Topo::two_level ? s.host_ranks : P, H = P / R, h = r / R, l = r % R;
+    const int left = h * R + (l - 1 + R) % R, right = h * R + (l + 1) % R;
+    // Tags: inside a host (t·R + step)·pieces + piece, a flat ring's step·pieces + piece; between
+    // hosts past all of those.
+    auto host_tag = [&](int phase, int t, int step, int qi) { return ((phase * H + t) * R + step) * np + qi; };
+    for (int t = 1; t < H; ++t)
       for (int qi = 0; qi < np; ++qi)
-        pb.send(name("send", (j + 1) % P, qi), src[qi], right, tag(step, qi), src_dep[qi], step, qi);
-      for (int qi = 0; qi < np; ++qi) {
-        src[qi] = arrived[qi].forward_from;
-        src_dep[qi] = {arrived[qi].forward_ready};
-        use(j, qi, arrived[qi].in_g, step);
+        pb.send(name("send", r, qi), own_src[qi], (h + t) % H * R + l, host_tag(1, t, 0, qi), own_dep[qi], 0, qi);
+    std::vector<std::vector<Arrival>> from_host(H);
+    for (int t = 1; t < H; ++t) {
+      const int j = (h - t + H) % H * R + l;
+      for (int qi = 0; qi < np; ++qi) from_host[t].push_back(receive(j, qi, j, host_tag(1, t, 0, qi), 0));
+    }
+    for (int t = 0; t < H; ++t) {
+      const int g = (h - t + H) % H;
+      std::vector<View> src = own_src;
+      std::vector<std::vector<int>> src_dep = own_dep;
+      if (t > 0)
+        for (int qi = 0; qi < np; ++qi) {
+          src[qi] = from_host[t][qi].forward_from;
+          src_dep[qi] = {from_host[t][qi].forward_ready};
+          use(g * R + l, qi, from_host[t][qi].in_g, 0);
+        }
+      for (int step = 1; step < R; ++step) {
+        const int j = g * R + (l - step + R) % R;  // the shard arriving from the left at this step
+        std::vector<Arrival> arrived;
+        for (int qi = 0; qi < np; ++qi) arrived.push_back(receive(j, qi, left, host_tag(0, t, step, qi), step));
+        for (int qi = 0; qi < np; ++qi)
+          pb.send(name("send", g * R + (l - step + 1 + R) % R, qi), src[qi], right, host_tag(0, t, step, qi),
+                  src_dep[qi], step, qi);
+        for (int qi = 0; qi < np; ++qi) {
+          src[qi] = arrived[qi].forward_from;
+          src_dep[qi] = {arrived[qi].forward_ready};
+          use(j, qi, arrived[qi].in_g, step);
+        }
       }
     }
     place_own_shard();
+    if (H > 1)
+      return finish("two levels: every rank sends its shard to its counterpart (same local index) on each other "
+                    "host, then a ring inside each host per host offset, this host's shards first; tags (phase, "
+                    "host offset, step, piece) make posting order irrelevant");
     return finish("ring: at step s rank r receives shard (r-s) mod P from rank r-1 and forwards shard "
                      "(r-s+1) mod P to rank r+1; each message has its own tag (step, piece), so the "
                      "order in which non-blocking operations are posted cannot deadlock");

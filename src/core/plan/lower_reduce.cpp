@@ -6,6 +6,7 @@
 // by the schedule. Partials live in the plan's workspace in whatever layout suits the message,
 // so only the caller's C can be strided (2d tiles, or column blocks of gemm_ar's C).
 #include <map>
+#include <tuple>
 
 #include "core/plan/builder.hpp"
 
@@ -114,57 +115,86 @@ Plan lower_reduce(PlanBuilder& pb) {
     for (int b = 0; b < P; ++b) most = std::max(most, static_cast<int>(pieces_of(b).size()));
     return most;
   }();
-  auto tag = [&](int phase, int step, int qi) { return (phase * P + step) * np_max + qi; };
+  // Hosts (topo=2level): H hosts of R consecutive ranks, this rank the l-th of host h. A flat
+  // ring is the case of one host (R = P); the code below is one for both.
+  const int R = s.topo == Topo::two_level ? s.host_ranks : P, H = P / R, h = r / R, l = r % R;
+  // Messages: phase 0 the reduce ring inside a host, 1 its all-gather ring, 2 host sums between
+  // hosts, 3 the all-gather between hosts; t a host offset. A flat ring's tags are (phase·P +
+  // step)·pieces + piece, as before hosts existed.
+  auto tag = [&](int phase, int t, int step, int qi) { return ((phase * H + t) * R + step) * np_max + qi; };
   const std::vector<Piece> own_pieces = pieces_of(r);
   std::vector<int> final_task(own_pieces.size(), -1);
 
-  // A partial of block b into `target`, tagged with the step and piece that send it. Overlapped
-  // schedules compute each partial just before its message. The unfused baselines (overlap=none,
-  // algo ring/direct) compute every partial first, in the order the messages need them, and
-  // only then communicate: `early` holds those GEMM tasks, keyed by (step, piece).
+  // A partial of block b into `target`, tagged with the host offset, step and piece that send
+  // it. Overlapped schedules compute each partial just before its message. The unfused baselines
+  // (overlap=none, algo ring/direct) compute every partial first, in the order the messages need
+  // them, and only then communicate: `early` holds those GEMM tasks, keyed by (t, step, piece).
   const bool unfused = s.overlap == Overlap::none;
-  std::map<std::pair<int, int>, int> early;
+  std::map<std::tuple<int, int, int>, int> early;
   auto finish = [&](const std::string& order) {
     return pb.finish(unfused ? "unfused: every partial first, then the messages; " + order : order);
   };
-  auto partial_for = [&](int step, int b, int qi, const Piece& q, View target) {
-    if (const auto it = early.find({step, qi}); it != early.end()) return it->second;
+  auto partial_for = [&](int t, int step, int b, int qi, const Piece& q, View target) {
+    if (const auto it = early.find({t, step, qi}); it != early.end()) return it->second;
     return partial_of(name("gemm", b, qi), target, b, q, {}, step, qi);
   };
 
   if (s.algo == Algo::ring) {
-    // At step s rank r works on block (r-s-1) mod P: it computes its partial just in time, adds
-    // the running sum arriving from the left, and passes it right. At step P-1 the block is r's
-    // own, and the sum lands in C.
-    const int left = (r - 1 + P) % P, right = (r + 1) % P;
-    auto block_at = [&](int step) { return ((r - step - 1) % P + 2 * P) % P; };
-    std::map<std::pair<int, int>, View> targets;  // where the partial of (step, piece) goes
-    for (int step = 0; step < P; ++step) {
-      const std::vector<Piece> pieces = pieces_of(block_at(step));
-      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
-        const Piece& q = pieces[qi];
-        const View target = step == P - 1 ? c_view(r, q) : slot(q.rows.size, q.cols.size);
-        targets[{step, qi}] = target;
-        if (unfused) early[{step, qi}] = partial_for(step, block_at(step), qi, q, target);
-      }
-    }
-    for (int step = 0; step < P; ++step) {
-      const int b = block_at(step);
-      const std::vector<Piece> pieces = pieces_of(b);
-      for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
-        const Piece& q = pieces[qi];
-        const bool last = step == P - 1;
-        const View target = targets.at({step, qi});
-        std::vector<int> ready = {partial_for(step, b, qi, q, target)};
-        if (step > 0) {
-          const View incoming = slot(q.rows.size, q.cols.size);
-          const int rv = pb.recv(name("recv", b, qi), incoming, left, tag(0, step, qi), {}, step, qi);
-          ready = {pb.reduce(name("reduce", b, qi), target, incoming, {ready[0], rv}, step, qi)};
+    // For each target host g = h+t (other hosts first, t = 1..H-1, this host last, t = 0): a
+    // reduce-scatter ring inside this host over g's R blocks. At step s the rank works on block
+    // (g, l-s-1): it computes its partial just in time, adds the running sum arriving from its
+    // left, and passes it right. At step R-1 the block is (g, l): the sum over this host, which
+    // goes to rank (g, l) between hosts; for g = h the sum lands in C and the other hosts' sums
+    // of it are added, in host order. One host (flat): the classic ring, at step P-1 block r.
+    const int left = h * R + (l - 1 + R) % R, right = h * R + (l + 1) % R;
+    auto host_at = [&](int t) { return (h + t) % H; };
+    auto block_at = [&](int t, int step) { return host_at(t) * R + ((l - step - 1) % R + 2 * R) % R; };
+    std::vector<int> t_order;
+    for (int t = 1; t < H; ++t) t_order.push_back(t);
+    t_order.push_back(0);
+    std::map<std::tuple<int, int, int>, View> targets;  // where the partial of (t, step, piece) goes
+    for (int t : t_order)
+      for (int step = 0; step < R; ++step) {
+        const std::vector<Piece> pieces = pieces_of(block_at(t, step));
+        for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+          const Piece& q = pieces[qi];
+          const View target = t == 0 && step == R - 1 ? c_view(r, q) : slot(q.rows.size, q.cols.size);
+          targets[{t, step, qi}] = target;
+          if (unfused) early[{t, step, qi}] = partial_for(t, step, block_at(t, step), qi, q, target);
         }
-        if (last) final_task[qi] = ready[0];
-        else pb.send(name("send", b, qi), target, right, tag(0, step + 1, qi), ready, step, qi);
       }
-    }
+    // The other hosts' sums of this rank's block, added once this host's is done. Rank (h-t, l)'s
+    // is received where this rank sends its own to (h+t, l): every rank's i-th send then meets
+    // its peer's i-th receive, the pairing NCCL's grouped calls need (build_rank_program).
+    std::vector<std::vector<std::pair<View, int>>> host_sums(own_pieces.size());
+    for (int t : t_order)
+      for (int step = 0; step < R; ++step) {
+        const int b = block_at(t, step);
+        const std::vector<Piece> pieces = pieces_of(b);
+        for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
+          const Piece& q = pieces[qi];
+          const bool last = step == R - 1;
+          const View target = targets.at({t, step, qi});
+          std::vector<int> ready = {partial_for(t, step, b, qi, q, target)};
+          if (step > 0) {
+            const View incoming = slot(q.rows.size, q.cols.size);
+            const int rv = pb.recv(name("recv", b, qi), incoming, left, tag(0, t, step, qi), {}, step, qi);
+            ready = {pb.reduce(name("reduce", b, qi), target, incoming, {ready[0], rv}, step, qi)};
+          }
+          if (!last) pb.send(name("send", b, qi), target, right, tag(0, t, step + 1, qi), ready, step, qi);
+          else if (t != 0) pb.send(name("send host sum", b, qi), target, b, tag(2, t, 0, qi), ready, step, qi);
+          else final_task[qi] = ready[0];
+        }
+        if (step == R - 1 && t != 0)
+          for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
+            const View in = slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size);
+            const int from = (h - t + H) % H * R + l;
+            host_sums[qi].push_back({in, pb.recv(name("recv host sum", r, qi), in, from, tag(2, t, 0, qi), {}, step, qi)});
+          }
+      }
+    for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
+      for (const auto& [in, rv] : host_sums[qi])
+        final_task[qi] = pb.reduce(name("reduce host sum", r, qi), c_view(r, own_pieces[qi]), in, {final_task[qi], rv}, R, qi);
   } else {
     // direct: partials of every other block go straight to their owner, staggered by rank;
     // the owner adds the P-1 arrivals into its own partial in step order (deterministic).
@@ -176,27 +206,27 @@ Plan lower_reduce(PlanBuilder& pb) {
       const std::vector<Piece> pieces = pieces_of(to);
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
         const View out = outs[{step, qi}] = slot(pieces[qi].rows.size, pieces[qi].cols.size);
-        if (unfused) early[{step, qi}] = partial_for(step, to, qi, pieces[qi], out);
+        if (unfused) early[{0, step, qi}] = partial_for(0, step, to, qi, pieces[qi], out);
       }
     }
     if (unfused)  // the own block's partial too, straight into C, before any message
       for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
-        early[{0, qi}] = partial_for(0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
+        early[{0, 0, qi}] = partial_for(0, 0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
     for (int step = 1; step < P; ++step) {
       const int to = (r + step) % P, from = (r - step + P) % P;
       const std::vector<Piece> pieces = pieces_of(to);
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
         const View out = outs.at({step, qi});
-        const int g = partial_for(step, to, qi, pieces[qi], out);
-        pb.send(name("send", to, qi), out, to, tag(0, step, qi), {g}, step, qi);
+        const int g = partial_for(0, step, to, qi, pieces[qi], out);
+        pb.send(name("send", to, qi), out, to, tag(0, 0, step, qi), {g}, step, qi);
       }
       for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
         incoming[qi].push_back(slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size));
-        arrivals[qi].push_back(pb.recv(name("recv", r, qi), incoming[qi].back(), from, tag(0, step, qi), {}, step, qi));
+        arrivals[qi].push_back(pb.recv(name("recv", r, qi), incoming[qi].back(), from, tag(0, 0, step, qi), {}, step, qi));
       }
     }
     for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
-      int last = partial_for(0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
+      int last = partial_for(0, 0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
       for (std::size_t i = 0; i < arrivals[qi].size(); ++i)
         last = pb.reduce(name("reduce", r, qi), c_view(r, own_pieces[qi]), incoming[qi][i], {last, arrivals[qi][i]},
                          static_cast<int>(i) + 1, qi);
@@ -204,7 +234,12 @@ Plan lower_reduce(PlanBuilder& pb) {
     }
   }
   if (!all_reduce)
-    return finish(s.algo == Algo::ring
+    return finish(s.algo == Algo::ring && H > 1
+                      ? "reduce-scatter in two levels: for each other host g, then this one, a ring inside the host "
+                        "sums its partials of g's blocks; rank (h, l) sends its host's sum of block (g, l) to rank "
+                        "(g, l), which adds the hosts' sums in host order; tags (phase, host offset, step, piece) make "
+                        "posting order irrelevant"
+                  : s.algo == Algo::ring
                          ? "reduce-scatter ring: at step s rank r sums block (r-s-1) mod P and passes it to r+1; "
                            "tags (step, piece) make posting order irrelevant"
                          : "direct, staggered: at step s rank r sends its partial of block r+s to rank r+s and "
@@ -230,24 +265,51 @@ Plan lower_reduce(PlanBuilder& pb) {
     return std::make_pair(st, rv);
   };
   if (s.algo == Algo::ring) {
-    const int left = (r - 1 + P) % P, right = (r + 1) % P;
-    // What this rank forwards at the next step: its own sums first, then what it just received.
-    std::vector<std::pair<View, std::vector<int>>> fwd;
-    for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
-      fwd.push_back(sendable(r, qi, own_pieces[qi], {final_task[qi]}, 0));
-    for (int step = 1; step < P; ++step) {
-      const int b = (r - step + P) % P, sent = (b + 1) % P;
+    // Between hosts first: this rank's sums go to rank (h+t, l) of every other host, and rank
+    // (h-t, l)'s arrive. Then an all-gather ring inside the host for each host offset t (this
+    // host's blocks first): at step s the rank receives block (h-t, l-s) from its left and
+    // forwards what it received the step before (its own, or the host's arrival, at step 1).
+    // One host (flat): the classic all-gather ring.
+    const int left = h * R + (l - 1 + R) % R, right = h * R + (l + 1) % R;
+    auto own_ready = [&] {
+      std::vector<std::pair<View, std::vector<int>>> out;
+      for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
+        out.push_back(sendable(r, qi, own_pieces[qi], {final_task[qi]}, 0));
+      return out;
+    }();
+    for (int t = 1; t < H; ++t)
+      for (int qi = 0; qi < static_cast<int>(own_ready.size()); ++qi)
+        pb.send(name("send sum", r, qi), own_ready[qi].first, (h + t) % H * R + l, tag(3, t, 0, qi), own_ready[qi].second,
+                0, qi);
+    // fwd[t]: what this rank forwards next in host offset t's ring.
+    std::vector<std::vector<std::pair<View, std::vector<int>>>> fwd(H);
+    fwd[0] = own_ready;
+    for (int t = 1; t < H; ++t) {
+      const int b = (h - t + H) % H * R + l;
       const std::vector<Piece> in = pieces_of(b);
-      for (int qi = 0; qi < static_cast<int>(fwd.size()); ++qi)
-        pb.send(name("send sum", sent, qi), fwd[qi].first, right, tag(1, step, qi), fwd[qi].second, step, qi);
-      fwd.clear();
       for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) {
-        auto [where, rv] = receive(b, qi, in[qi], left, tag(1, step, qi), step);
-        fwd.push_back({where, {rv}});
+        auto [where, rv] = receive(b, qi, in[qi], b, tag(3, t, 0, qi), 0);
+        fwd[t].push_back({where, {rv}});
       }
     }
-    return finish("all-reduce as a reduce-scatter ring then an all-gather ring over row blocks of C; "
-                     "tags (phase, step, piece) make posting order irrelevant");
+    for (int t = 0; t < H; ++t)
+      for (int step = 1; step < R; ++step) {
+        const int g = (h - t + H) % H;
+        const int b = g * R + (l - step + R) % R, sent = g * R + (l - step + 1 + R) % R;
+        const std::vector<Piece> in = pieces_of(b);
+        for (int qi = 0; qi < static_cast<int>(fwd[t].size()); ++qi)
+          pb.send(name("send sum", sent, qi), fwd[t][qi].first, right, tag(1, t, step, qi), fwd[t][qi].second, step, qi);
+        fwd[t].clear();
+        for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) {
+          auto [where, rv] = receive(b, qi, in[qi], left, tag(1, t, step, qi), step);
+          fwd[t].push_back({where, {rv}});
+        }
+      }
+    return finish(H == 1 ? "all-reduce as a reduce-scatter ring then an all-gather ring over row blocks of C; "
+                           "tags (phase, step, piece) make posting order irrelevant"
+                         : "all-reduce in two levels: the two-level reduce-scatter, then every rank's sum to its "
+                           "counterpart on each other host, then an all-gather ring inside each host per host; "
+                           "tags (phase, host offset, step, piece) make posting order irrelevant");
   }
   std::vector<std::pair<View, std::vector<int>>> own;
   for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
@@ -255,9 +317,9 @@ Plan lower_reduce(PlanBuilder& pb) {
   for (int step = 1; step < P; ++step) {
     const int to = (r + step) % P, from = (r - step + P) % P;
     for (int qi = 0; qi < static_cast<int>(own.size()); ++qi)
-      pb.send(name("send sum", r, qi), own[qi].first, to, tag(1, step, qi), own[qi].second, step, qi);
+      pb.send(name("send sum", r, qi), own[qi].first, to, tag(1, 0, step, qi), own[qi].second, step, qi);
     const std::vector<Piece> in = pieces_of(from);
-    for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) receive(from, qi, in[qi], from, tag(1, step, qi), step);
+    for (int qi = 0; qi < static_cast<int>(in.size()); ++qi) receive(from, qi, in[qi], from, tag(1, 0, step, qi), step);
   }
   return finish("all-reduce as a direct reduce-scatter then a direct all-gather, staggered by rank; "
                    "tags (phase, step, piece) make posting order irrelevant");

@@ -25,6 +25,7 @@ const char* to_string(CommDriver v) {
   return "?";
 }
 const char* to_string(Algo v) { return v == Algo::coll ? "coll" : v == Algo::ring ? "ring" : "direct"; }
+const char* to_string(Topo v) { return v == Topo::flat ? "flat" : "2level"; }
 
 namespace {
 
@@ -49,10 +50,20 @@ constexpr std::array kData{DataMode::uniform, DataMode::hetero};
 constexpr std::array kFusions{Fusion::unfused, Fusion::fused};
 constexpr std::array kDrivers{CommDriver::thread, CommDriver::inline_, CommDriver::ce, CommDriver::sm};
 constexpr std::array kAlgos{Algo::coll, Algo::ring, Algo::direct};
+constexpr std::array kTopos{Topo::flat, Topo::two_level};
 constexpr int kMaxChunks = 65536;
+constexpr int kMaxHostRanks = 1 << 20;
+
+// ",topo=2level,host_ranks=R": what a two-level schedule adds to its flat twin's string.
+std::string topo_suffix(const Schedule& s) {
+  if (s.topo == Topo::flat && s.host_ranks == 0) return "";
+  std::string out = std::string(",topo=") + to_string(s.topo);
+  if (s.host_ranks != 0) out += ",host_ranks=" + std::to_string(s.host_ranks);
+  return out;
+}
 
 Schedule make(Overlap o, int chunks, Split s, DataMode d, Fusion f, CommDriver e, Algo a) {
-  return Schedule{o, chunks, s, d, f, e, a};
+  return Schedule{o, chunks, s, d, f, e, a, Topo::flat, 0};
 }
 
 Status invalid(const std::string& what) { return Status(ErrorCode::invalid_argument, what); }
@@ -63,7 +74,13 @@ std::string Schedule::to_string() const {
   return std::string("overlap=") + cofuse::to_string(overlap) + ",chunks=" + std::to_string(chunks) +
          ",split=" + cofuse::to_string(split) + ",data=" + cofuse::to_string(data) +
          ",fusion=" + cofuse::to_string(fusion) + ",engine=" + cofuse::to_string(driver) +
-         ",algo=" + cofuse::to_string(algo);
+         ",algo=" + cofuse::to_string(algo) + topo_suffix(*this);
+}
+
+Schedule with_host_ranks(const Schedule& schedule, int ranks_per_host) {
+  Schedule s = schedule;
+  if (s.topo == Topo::two_level && s.host_ranks == 0) s.host_ranks = ranks_per_host;
+  return s;
 }
 
 bool Schedule::separate_comm_engine() const { return detail::engine_rules(*this).separate_comm_driver; }
@@ -152,14 +169,18 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
     else if (key == "fusion") set(s.fusion, kFusions);
     else if (key == "engine") set(s.driver, kDrivers);
     else if (key == "algo") set(s.algo, kAlgos);
-    else if (key == "chunks") {
+    else if (key == "topo") set(s.topo, kTopos);
+    else if (key == "chunks" || key == "host_ranks") {
+      const int lo = key == "chunks" ? 1 : 0, hi = key == "chunks" ? kMaxChunks : kMaxHostRanks;
       int n = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > kMaxChunks)
-        return fail("chunks=" + std::string(value) + " is not an integer in 1.." + std::to_string(kMaxChunks));
-      s.chunks = n;
+      if (ec != std::errc() || end != value.data() + value.size() || n < lo || n > hi)
+        return fail(key + "=" + std::string(value) + " is not an integer in " + std::to_string(lo) + ".." +
+                    std::to_string(hi));
+      (key == "chunks" ? s.chunks : s.host_ranks) = n;
     } else {
-      return fail("unknown key '" + key + "'; keys: overlap, chunks, split, data, fusion, engine (or driver), algo");
+      return fail("unknown key '" + key +
+                  "'; keys: overlap, chunks, split, data, fusion, engine (or driver), algo, topo, host_ranks");
     }
     if (!allowed.empty()) return fail(key + "=" + std::string(value) + " is not one of " + allowed);
   }
@@ -170,11 +191,28 @@ Status Schedule::validate_for(const OpDesc& desc) const {
   const std::string name = "schedule " + to_string() + " for " + cofuse::to_string(desc.op);
   auto fail = [&](const std::string& why) { return invalid(name + ": " + why); };
   if (chunks < 1 || chunks > kMaxChunks) return fail("chunks must be in 1.." + std::to_string(kMaxChunks));
+  if (topo == Topo::flat && host_ranks != 0)
+    return fail("host_ranks sizes the hosts of a two-level schedule: it needs topo=2level");
+  if (topo == Topo::two_level) {
+    if (algo != Algo::ring)
+      return fail("topo=2level runs a ring inside each host and direct messages between hosts: algo must be ring");
+    if (host_ranks < 1)
+      return fail("host_ranks=" + std::to_string(host_ranks) +
+                  ": a two-level plan needs its ranks per host (0 means the machine's, which Operation, the "
+                  "simulator and the planner fill in before lowering; see with_host_ranks)");
+    if (desc.ranks % host_ranks != 0)
+      return fail("host_ranks=" + std::to_string(host_ranks) + " does not divide ranks=" + std::to_string(desc.ranks) +
+                  " (" + std::to_string(desc.ranks) + " % " + std::to_string(host_ranks) + " = " +
+                  std::to_string(desc.ranks % host_ranks) + "): hosts hold equal runs of consecutive ranks");
+  }
   if (overlap == Overlap::none) {
     // The unfused baselines differ only in how they move the data: a library collective
-    // (serial), or cofuse's own point-to-point ring or direct exchange (serial-ring).
+    // (serial), or cofuse's own point-to-point ring or direct exchange (serial-ring), flat or
+    // two-level.
     Schedule base = serial_schedule();
     base.algo = algo;
+    base.topo = topo;
+    base.host_ranks = host_ranks;
     if (!(*this == base))
       return fail("overlap=none is the unfused baseline (whole GEMM and whole communication, one after the other) "
                   "and varies only in algo: " + serial_schedule().to_string() +
@@ -198,11 +236,21 @@ Status Schedule::validate_for(const OpDesc& desc) const {
   return Status::Ok();
 }
 
-std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts) {
+std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts,
+                                          int ranks_per_host) {
   std::vector<Schedule> out = {serial_schedule()};
+  const int R = ranks_per_host;
+  const bool hosts = R > 1 && R < desc.ranks && desc.ranks % R == 0;
   // These are CPU schedules (engine thread / inline): keep those the CPU backend runs.
   auto add = [&](const Schedule& s) {
-    if (can_run(Backend::cpu_mpi, desc, s).ok()) out.push_back(s);
+    if (!can_run(Backend::cpu_mpi, desc, s).ok()) return;
+    out.push_back(s);
+    if (hosts && s.algo == Algo::ring) {
+      Schedule two = s;
+      two.topo = Topo::two_level;
+      two.host_ranks = R;
+      if (can_run(Backend::cpu_mpi, desc, two).ok()) out.push_back(two);
+    }
   };
   for (Algo a : {Algo::ring, Algo::direct}) add(make(Overlap::none, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, a));
   for (Fusion f : kFusions) {
@@ -218,8 +266,12 @@ std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<
 }
 
 std::string schedule_name(const Schedule& schedule) {
+  // A two-level schedule is named by its flat twin: "hetero-unfused-1d,topo=2level,host_ranks=2".
+  Schedule flat = schedule;
+  flat.topo = Topo::flat;
+  flat.host_ranks = 0;
   for (const Preset& p : presets())
-    if (p.schedule == schedule) return p.name;
+    if (p.schedule == flat) return p.name + topo_suffix(schedule);
   return schedule.to_string();
 }
 

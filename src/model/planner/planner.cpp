@@ -111,7 +111,8 @@ Backend planning_backend(const MachineProfile& profile, const PlannerOptions& op
   return options.backend.value_or(profile.backend);
 }
 
-std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend, const std::vector<int>& chunk_counts) {
+std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend, const std::vector<int>& chunk_counts,
+                                          int ranks_per_host) {
   std::vector<Schedule> out = {serial_schedule()};
   // The design space's grid is enumerate_schedules' (CPU engines). Asked for f32, which every
   // backend runs, it holds every combination of overlap, chunks, split, data and algo whose
@@ -119,7 +120,7 @@ std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend, c
   // unfused ones with its own engine driving communication (fusion=fused is a CPU technique).
   OpDesc grid = desc;
   if (backend != Backend::cpu_mpi) grid.dtype = DType::f32;
-  for (const Schedule& s : enumerate_schedules(grid, chunk_counts)) {
+  for (const Schedule& s : enumerate_schedules(grid, chunk_counts, ranks_per_host)) {
     if (s == serial_schedule()) continue;
     if (backend == Backend::cpu_mpi) {
       out.push_back(s);  // enumerate_schedules kept what can_run(cpu_mpi, desc, ...) accepts
@@ -150,7 +151,8 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   c.backend = planning_backend(profile, options);
   // Every candidate's losses compare against the serial baseline: simulated once, here.
   const SimResult serial = simulate(desc, serial_schedule(), profile, options.sim);
-  for (const Schedule& s : candidate_schedules(desc, c.backend, options.chunk_counts)) {
+  for (const Schedule& s :
+       candidate_schedules(desc, c.backend, options.chunk_counts, profile.ranks_per_host(desc.ranks))) {
     if (!options.progress_thread && s.separate_comm_engine()) continue;
     const SimResult r = simulate(desc, s, profile, options.sim, serial);
     const Plan& plan = r.plans.front();

@@ -118,6 +118,10 @@ std::filesystem::path installed_profiles() { return COFUSE_INSTALL_PROFILES_DIR;
 
 }  // namespace
 
+int MachineProfile::ranks_per_host(int ranks) const {
+  return network.topology == "two_level" && network.ranks_per_node > 0 ? int(network.ranks_per_node) : ranks;
+}
+
 Status MachineProfile::validate() const {
   auto fail = [&](const std::string& m) { return Status(ErrorCode::invalid_argument, "profile " + name + ": " + m); };
   if (compute.peak_gflops_f32 <= 0) return fail("compute.peak_gflops_f32 must be > 0");

@@ -122,7 +122,8 @@ void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
 
 }  // namespace
 
-SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options) {
+SimResult simulate(const OpDesc& desc, const Schedule& asked, const MachineProfile& profile, const SimOptions& options) {
+  const Schedule schedule = with_host_ranks(asked, profile.ranks_per_host(desc.ranks));
   throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
   SimResult serial = simulate_op(desc, serial_schedule(), profile, options);
@@ -131,8 +132,9 @@ SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachinePr
   return simulate(desc, schedule, profile, options, serial);
 }
 
-SimResult simulate(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile, const SimOptions& options,
+SimResult simulate(const OpDesc& desc, const Schedule& asked, const MachineProfile& profile, const SimOptions& options,
                    const SimResult& serial_baseline) {
+  const Schedule schedule = with_host_ranks(asked, profile.ranks_per_host(desc.ranks));
   throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
   check_serial_baseline(desc, serial_baseline);
