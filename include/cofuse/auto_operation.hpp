@@ -52,8 +52,10 @@ struct AutoOptions {
   /// Fewer calls than candidates measure only the first ones (serial first), so every candidate
   /// measured has at least one call.
   int tune_calls = -1;
-  /// How many of the model's best overlapped schedules are measured beside serial. More finds
-  /// the model's near misses; each costs tune_calls / (candidates + 1) calls at its own speed.
+  /// How many of the model's best overlapped schedules are measured beside serial: its best of
+  /// each way of moving the data first (library collective, ring, direct; flat or two-level),
+  /// where the model is least sure, then its next best. More finds the model's near misses;
+  /// each costs tune_calls / (candidates + 1) calls at its own speed.
   int candidates = 3;
   /// An overlapped winner must beat serial's slowest-rank median by this fraction, else serial
   /// is kept: a lead smaller than run-to-run noise is no lead, and an overlap slower than the

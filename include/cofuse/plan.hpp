@@ -85,7 +85,8 @@ struct Plan {
 };
 
 /// Builds rank `rank`'s plan for (desc, schedule). desc and schedule must be valid
-/// (desc.validate(), schedule.validate_for(desc)); throws Error(invalid_argument) otherwise.
+/// (desc.validate(), schedule.validate_for(desc)), and a two-level schedule's host_ranks set
+/// (with_host_ranks); throws Error(invalid_argument) otherwise.
 /// Pure: needs no MPI, so any rank's plan can be printed anywhere.
 Plan lower(const OpDesc& desc, const Schedule& schedule, int rank);
 

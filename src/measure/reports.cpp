@@ -69,6 +69,7 @@ SimReport sim_report(const OpDesc& desc, const Schedule& schedule, std::string_v
   options.tile_rows = tile_rows;
   options.fold = fold;
   r.result = simulate(desc, schedule, r.planning.profile, options);
+  r.schedule = r.result.plans.front().schedule;  // with the profile's hosts where it left them to the machine
   for (double b : r.result.compute_busy_s) r.compute_busy_s = std::max(r.compute_busy_s, b);
   for (double b : r.result.comm_busy_s) r.comm_busy_s = std::max(r.comm_busy_s, b);
   // The simulator predicts a run on any backend; say whether the profile's own runs this one.

@@ -32,15 +32,22 @@ grep -q ": PASS" "$out" || { echo "FAIL: the run did not pass its check (shared)
 # Hosts of several ranks: Open MPI sees two nodes (each host's ranks under its own hostname),
 # shared memory inside a host, the shaped link between them; a schedule passes its check.
 "$src/bench/netlab" --rate 1gbit --hosts 2 --ranks-per-host 2 --build "$build" -- bash -c \
-  'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname), local rank $OMPI_COMM_WORLD_LOCAL_RANK"' >"$out" 2>&1
+  'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname), local rank $OMPI_COMM_WORLD_LOCAL_RANK"; echo "cores of $(hostname): $(taskset -pc $$ | sed "s/.*: //")"' >"$out" 2>&1
 status=$?
 cat "$out"
 [ $status -eq 0 ] || { echo "FAIL: netlab --hosts exited $status"; fail=1; }
-grep -q "^netlab: TCP between 2 hosts of 2 ranks (shared memory inside a host)" "$out" || { echo "FAIL: no link description (hosts)"; fail=1; }
+grep -q "^netlab: TCP between 2 hosts of 2 ranks (shared memory inside a host, each host on its own cores)" "$out" || { echo "FAIL: no link description (hosts)"; fail=1; }
 for want in "rank 0 on netlab-h0, local rank 0" "rank 1 on netlab-h0, local rank 1" "rank 2 on netlab-h1, local rank 0" \
             "rank 3 on netlab-h1, local rank 1"; do
   grep -q "^$want$" "$out" || { echo "FAIL: no '$want'"; fail=1; }
 done
+# Hosts do not share cores where the machine has enough (here: one each of its first two).
+if [ "$(nproc)" -ge 2 ]; then
+  h0=$(grep "^cores of netlab-h0: " "$out" | sort -u | wc -l) h1=$(grep "^cores of netlab-h1: " "$out" | sort -u | wc -l)
+  c0=$(grep -m1 "^cores of netlab-h0: " "$out" | sed 's/.*: //') c1=$(grep -m1 "^cores of netlab-h1: " "$out" | sed 's/.*: //')
+  [ "$h0" = 1 ] && [ "$h1" = 1 ] && [ -n "$c0" ] && [ "$c0" != "$c1" ] ||
+    { echo "FAIL: the hosts' ranks should run on cores of their own (host 0: '$c0', host 1: '$c1')"; fail=1; }
+fi
 "$src/bench/netlab" --rate 1gbit --hosts 2 --ranks-per-host 2 --build "$build" -- "$build/tools/cofuse" run --op gemm_ar \
   --m 64 --n 48 --k 32 --schedule hetero-unfused-1d --check --iters 2 >"$out" 2>&1
 status=$?

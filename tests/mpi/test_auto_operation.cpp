@@ -7,6 +7,8 @@
 // The suite runs with COFUSE_AUTOTUNE_CALLS=0 (tests/CMakeLists.txt), so every test here that
 // tunes passes tune_calls itself, and every one writes only to a temporary database.
 #include <gtest/gtest.h>
+
+#include <set>
 #include <stdlib.h>
 
 #include <chrono>
@@ -260,6 +262,33 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
   AutoOptions from_config = tuning(db, -1);
   AutoOperation configured(d, MPI_COMM_WORLD, from_config);
   EXPECT_EQ(configured.settled(), config::autotune_calls().value == 0);
+}
+
+// The candidates measured beside serial: the model's best of each way of moving the data (algo,
+// topo) first, where the model errs most, then its next best; in the model's order.
+TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
+  const test::SharedTempDir dir("cofuse-auto");
+  const int p = test::world_size();
+  if (p < 2) GTEST_SKIP() << "one rank moves no data";
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 64, 16 * p);
+  AutoOptions o = tuning(dir.path() + "/tuning.json", 8);
+  o.candidates = 3;
+  const AutoOperation op(d, MPI_COMM_WORLD, o);
+  const std::vector<PlanCandidate>& ranked = op.model_choice().candidates;
+  // What the rule picks, from the planner's ranking: each family's best, then the next best.
+  std::set<std::pair<Algo, Topo>> families;
+  std::vector<std::string> firsts;
+  for (const PlanCandidate& c : ranked)
+    if (!(c.schedule == serial_schedule()) && families.insert({c.schedule.algo, c.schedule.topo}).second)
+      firsts.push_back(c.schedule.to_string());
+  ASSERT_GE(firsts.size(), 3u) << "gemm_rs on " << p << " ranks has collective, ring and direct schedules";
+  ASSERT_EQ(op.candidates().size(), 4u) << op.explain();
+  EXPECT_EQ(op.candidates()[0].schedule, serial_schedule());
+  std::set<std::string> measured;
+  for (std::size_t i = 1; i < op.candidates().size(); ++i) measured.insert(op.candidates()[i].schedule.to_string());
+  EXPECT_EQ(measured, std::set<std::string>(firsts.begin(), firsts.begin() + 3)) << op.explain();
+  for (std::size_t i = 2; i < op.candidates().size(); ++i)
+    EXPECT_LE(op.candidates()[i - 1].predicted_s, op.candidates()[i].predicted_s) << "in the model's order";
 }
 
 TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {

@@ -74,9 +74,12 @@ const char* to_string(Backend backend) {
   return "unknown";
 }
 
-Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
+Status can_run(Backend backend, const OpDesc& desc, const Schedule& asked) {
   if (Status st = desc.validate(); !st.ok()) return st;
-  if (Status st = s.validate_for(desc); !st.ok()) return st;
+  if (Status st = asked.validate_for(desc); !st.ok()) return st;
+  // The machine's hosts (host_ranks=0) are not known here, and nothing below depends on their
+  // size: the pieces and their contiguity are those of any host size, so one host stands in.
+  const Schedule s = with_host_ranks(asked, desc.ranks);
   const Rules& rules = rules_of(backend);
   const bool cpu = backend == Backend::cpu_mpi;
 

@@ -35,6 +35,11 @@ const char* to_string(Buf buf) {
 Plan lower(const OpDesc& desc, const Schedule& schedule, int rank) {
   throw_if_error(desc.validate());
   throw_if_error(schedule.validate_for(desc));
+  if (schedule.topo == Topo::two_level && schedule.host_ranks == 0)
+    throw Error(ErrorCode::invalid_argument,
+                "lower: schedule " + schedule.to_string() +
+                    " leaves its ranks per host to the machine (host_ranks=0); a plan needs the number: give "
+                    "host_ranks=R, or let Operation (MPI), the simulator or the planner (the profile) fill it in");
   if (rank < 0 || rank >= desc.ranks)
     throw Error(ErrorCode::invalid_argument,
                 "lower: rank " + std::to_string(rank) + " is outside 0.." + std::to_string(desc.ranks - 1));

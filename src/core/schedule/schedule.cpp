@@ -196,11 +196,9 @@ Status Schedule::validate_for(const OpDesc& desc) const {
   if (topo == Topo::two_level) {
     if (algo != Algo::ring)
       return fail("topo=2level runs a ring inside each host and direct messages between hosts: algo must be ring");
-    if (host_ranks < 1)
-      return fail("host_ranks=" + std::to_string(host_ranks) +
-                  ": a two-level plan needs its ranks per host (0 means the machine's, which Operation, the "
-                  "simulator and the planner fill in before lowering; see with_host_ranks)");
-    if (desc.ranks % host_ranks != 0)
+    // host_ranks=0 (the machine's) is a valid schedule; lower() needs the number (with_host_ranks).
+    if (host_ranks < 0) return fail("host_ranks must be 0 (the machine's) or a number of ranks");
+    if (host_ranks > 0 && desc.ranks % host_ranks != 0)
       return fail("host_ranks=" + std::to_string(host_ranks) + " does not divide ranks=" + std::to_string(desc.ranks) +
                   " (" + std::to_string(desc.ranks) + " % " + std::to_string(host_ranks) + " = " +
                   std::to_string(desc.ranks % host_ranks) + "): hosts hold equal runs of consecutive ranks");

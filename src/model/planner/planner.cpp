@@ -16,15 +16,15 @@ namespace cofuse {
 
 namespace {
 
+// schedule_name, and a preset driven by a GPU engine named after it: "shard,engine=sm" (a
+// two-level one: "shard,topo=2level,host_ranks=8,engine=sm").
 std::string name_of(const Schedule& s) {
-  Schedule on_cpu = s;  // a preset driven by a GPU engine is named after it: "shard,engine=sm"
   const bool gpu_engine = s.driver == CommDriver::ce || s.driver == CommDriver::sm;
-  if (gpu_engine) on_cpu.driver = CommDriver::thread;
-  for (const Preset& p : presets()) {
-    if (p.schedule == s) return p.name;
-    if (gpu_engine && p.schedule == on_cpu) return p.name + ",engine=" + to_string(s.driver);
-  }
-  return s.to_string();
+  if (!gpu_engine) return schedule_name(s);
+  Schedule on_cpu = s;
+  on_cpu.driver = CommDriver::thread;
+  const std::string name = schedule_name(on_cpu);
+  return name == on_cpu.to_string() ? s.to_string() : name + ",engine=" + to_string(s.driver);
 }
 
 std::string ms(double seconds) {
