@@ -218,7 +218,7 @@ RunStats AutoOperation::execute(const OpBuffers& buffers, const Status& caller_c
   }
   ++calls_;
   if (settled()) return stats;
-  samples_[current_].push_back(stats.total_s);
+  samples_[current_].push_back(stats.run_s);  // from the ranks' common start, not this rank's entry
   ++candidates_[current_].calls;
   if (calls_ >= tune_calls_) settle();
   else current_ = static_cast<std::size_t>(calls_) % ops_.size();

@@ -137,32 +137,31 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
   }
 }
 
-// A rank slower than the others during tuning: the last rank sleeps before every call of one
-// overlapped candidate. The test sleeps outside that rank's own timing window (before
-// execute()), which puts the delay inside every OTHER rank's window: they wait for its data in
-// the same call. So the slow rank measures that candidate as fast and the others as slow; each
-// rank alone would pick differently, and the slowest-rank medians must still give one choice
-// (the one a step that waits for its slowest rank actually pays for).
-TEST(AutoOperation, ARankSlowedDuringTuningStillEndsInOneAgreedChoice) {
+// A rank that arrives late at the calls of one candidate (the last rank sleeps before every call
+// of it, outside the op): the others wait for it in the agreement that starts every call, and
+// that wait is not the candidate's. Tuning interleaves candidates, so what a late arrival mostly
+// is there is the previous call's straggler: charged to the next call, it made a two-level
+// gemm_ar measure 67 ms in tuning against 39 ms run alone (2 netlab hosts). The medians count
+// from the ranks' common start (RunStats::run_s), and every rank still settles alike.
+TEST(AutoOperation, ALateArrivalIsNotChargedToTheCandidateAndEveryRankSettlesAlike) {
   const int p = test::world_size(), rank = test::world_rank();
-  if (p < 2) GTEST_SKIP() << "needs a second rank to be slower than";
+  if (p < 2) GTEST_SKIP() << "needs a second rank to be later than";
   const test::SharedTempDir dir("cofuse-auto");
   const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 8 * p, 8 * p);
   AutoOptions o = tuning(dir.path() + "/tuning.json", 8);
   AutoOperation op(d, MPI_COMM_WORLD, o);
   if (op.settled()) GTEST_SKIP() << "the model offers nothing to measure: " << op.explain();
   ASSERT_GE(op.candidates().size(), 2u);
-  const Schedule slowed = op.candidates()[1].schedule;
+  const Schedule late = op.candidates()[1].schedule;
   constexpr double kSleep = 0.030;
   measure::Inputs in(d, test::run_seed() + 31, rank);
   const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
   run_checked(op, in, reference, 8, [&](const AutoOperation& a) {
-    if (rank == p - 1 && a.schedule() == slowed) std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
+    if (rank == p - 1 && a.schedule() == late) std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
   });
   ASSERT_TRUE(op.settled());
-  expect_same_on_every_rank(verdict(op), "the verdict with a slowed rank");
-  EXPECT_NE(op.schedule(), slowed) << op.explain();
-  EXPECT_GE(op.candidates()[1].median_s, 0.6 * kSleep) << "the slowest rank's median includes the wait: " << op.explain();
+  expect_same_on_every_rank(verdict(op), "the verdict with a late rank");
+  EXPECT_LT(op.candidates()[1].median_s, 0.5 * kSleep) << "the late arrival was charged: " << op.explain();
 }
 
 // Two different overlapped schedules the CPU backend runs for d.

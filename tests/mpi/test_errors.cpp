@@ -60,6 +60,17 @@ TEST(Agreement, NamesEveryDifferingFieldWithReadableValues) {
   for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
 }
 
+TEST(Agreement, RanksThatDisagreeAboutTheHostsAreNamed) {
+  if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  const OpDesc d = base_desc();
+  Schedule s = *Schedule::parse("hetero-unfused-1d,topo=2level");
+  if (test::world_rank() == 0) s.host_ranks = 1;
+  const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD, s); }, ErrorCode::mismatch);
+  EXPECT_NE(message.find("host_ranks: "), std::string::npos) << message;
+  EXPECT_NE(message.find("1 on rank 0"), std::string::npos) << message;
+  for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
+}
+
 TEST(Agreement, DifferentOpsAreNamed) {
   if (test::world_size() < 2) GTEST_SKIP() << "needs two ranks to disagree";
   OpDesc d = base_desc();

@@ -1,6 +1,7 @@
 // Schedule values: string form, presets, validation against ops, enumeration.
 #include <gtest/gtest.h>
 
+#include "cofuse/plan.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse {
@@ -92,6 +93,70 @@ TEST(ScheduleValidate, RejectsMeaninglessCombinationsWithAReason) {
   EXPECT_TRUE(Schedule::parse("overlap=chunk,chunks=4,split=2d,data=uniform,algo=coll")->validate_for(ar).ok());
   EXPECT_NE(why(ag, "overlap=shard,algo=coll").find("for ag_gemm: "), std::string::npos)
       << "messages name the op";
+}
+
+TEST(ScheduleTopo, StringFormValidationAndNames) {
+  // Flat schedules print as before topo existed; two-level ones add topo (and host_ranks once known).
+  EXPECT_EQ(serial_schedule().to_string().find("topo"), std::string::npos);
+  const Schedule machine = *Schedule::parse("hetero-unfused-1d,topo=2level");
+  EXPECT_EQ(machine.topo, Topo::two_level);
+  EXPECT_EQ(machine.host_ranks, 0);
+  EXPECT_EQ(machine.to_string(), "overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring,topo=2level");
+  const Schedule given = *Schedule::parse("hetero-unfused-1d,topo=2level,host_ranks=4");
+  EXPECT_EQ(*Schedule::parse(given.to_string()), given);
+  EXPECT_EQ(*Schedule::parse("hetero-unfused-1d,topo=flat"), *Schedule::parse("hetero-unfused-1d"));
+  EXPECT_EQ(schedule_name(given), "hetero-unfused-1d,topo=2level,host_ranks=4");
+  EXPECT_EQ(*Schedule::parse(schedule_name(given)), given);
+  EXPECT_EQ(schedule_name(*Schedule::parse("serial-ring,topo=2level")), "serial-ring,topo=2level");
+  // with_host_ranks fills in the machine's only where the schedule leaves it open.
+  EXPECT_EQ(with_host_ranks(machine, 8).host_ranks, 8);
+  EXPECT_EQ(with_host_ranks(given, 8).host_ranks, 4);
+  EXPECT_EQ(with_host_ranks(serial_schedule(), 8), serial_schedule());
+
+  EXPECT_NE(parse_error("topo=3level").find("topo=3level is not one of flat | 2level"), std::string::npos);
+  EXPECT_NE(parse_error("topo=2level,host_ranks=-1").find("host_ranks=-1 is not an integer"), std::string::npos);
+  EXPECT_NE(parse_error("topo=2level,host_ranks=two").find("host_ranks=two"), std::string::npos);
+
+  const OpDesc rs{OpKind::gemm_rs, 12, 8, 12, DType::f32, false, false, Axis::m, 6};
+  auto why = [&](const std::string& text) { return Schedule::parse(text)->validate_for(rs).message(); };
+  EXPECT_TRUE(machine.validate_for(rs).ok()) << "the machine's hosts are a valid choice; lower() needs the number";
+  EXPECT_TRUE(Schedule::parse("shard,topo=2level,host_ranks=3")->validate_for(rs).ok());
+  EXPECT_TRUE(Schedule::parse("serial-ring,topo=2level,host_ranks=2")->validate_for(rs).ok());
+  EXPECT_NE(why("shard,topo=2level,host_ranks=4").find("host_ranks=4 does not divide ranks=6 (6 % 4 = 2)"), std::string::npos);
+  EXPECT_NE(why("shard,algo=direct,topo=2level,host_ranks=3").find("algo must be ring"), std::string::npos);
+  EXPECT_NE(why("overlap=chunk,chunks=2,algo=coll,topo=2level").find("algo must be ring"), std::string::npos);
+  EXPECT_NE(why("shard,host_ranks=3").find("it needs topo=2level"), std::string::npos);
+  EXPECT_NE(why("serial,topo=2level").find("algo must be ring"), std::string::npos);
+  // A plan needs the number.
+  try {
+    lower(rs, machine, 0);
+    ADD_FAILURE() << "lower() of a two-level schedule without its hosts";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host_ranks=0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ScheduleEnumerate, TwoLevelTwinsFollowTheirFlatRingSchedules) {
+  const OpDesc d{OpKind::gemm_ar, 12, 8, 12, DType::f32, false, false, Axis::none, 4};
+  const auto flat = enumerate_schedules(d, {2, 4});
+  for (int R : {0, 1, 4, 3}) EXPECT_EQ(enumerate_schedules(d, {2, 4}, R), flat) << "no two-level twins for hosts of " << R;
+  const auto hosts = enumerate_schedules(d, {2, 4}, 2);
+  std::size_t rings = 0, twins = 0;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].topo == Topo::flat) {
+      rings += hosts[i].algo == Algo::ring;
+      continue;
+    }
+    ++twins;
+    ASSERT_GT(i, 0u);
+    Schedule twin_of = hosts[i];
+    twin_of.topo = Topo::flat;
+    twin_of.host_ranks = 0;
+    EXPECT_EQ(hosts[i - 1], twin_of) << "a twin follows its flat schedule";
+    EXPECT_EQ(hosts[i].host_ranks, 2);
+  }
+  EXPECT_EQ(rings, twins);
+  EXPECT_EQ(hosts.size(), flat.size() + twins);
 }
 
 TEST(ScheduleEnumerate, SerialFirstAllValidNoDuplicates) {

@@ -143,8 +143,11 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const
   }
   detail::agree_on_failure(state_->comm, failure,
                            [&](int rank) { return op + "rank " + std::to_string(rank) + " passed unusable buffers"; });
+  const auto agreed = std::chrono::steady_clock::now();
   RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
-  stats.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  stats.total_s = std::chrono::duration<double>(end - start).count();
+  stats.run_s = std::chrono::duration<double>(end - agreed).count();
   return stats;
 }
 
