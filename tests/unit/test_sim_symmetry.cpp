@@ -53,19 +53,22 @@ std::vector<OpDesc> descs(int ranks) {
   return out;
 }
 
-// Simulates every schedule folded and whole; returns how many of them folded.
+// Simulates every schedule folded and whole (on a two-level machine also the two-level ones,
+// hosts of the profile's node); returns how many of them folded.
 int expect_folded_equals_whole(const MachineProfile& profile, int ranks) {
   SimOptions whole;
   whole.fold = false;
   int folded = 0, cases = 0;
   for (const OpDesc& d : descs(ranks))
-    for (const Schedule& s : enumerate_schedules(d, {2, 4})) {
+    for (const Schedule& s : enumerate_schedules(d, {2, 4}, profile.ranks_per_host(ranks))) {
       SCOPED_TRACE(d.to_string() + " | " + s.to_string());
       const SimResult a = simulate(d, s, profile), b = simulate(d, s, profile, whole);
       ++cases;
       EXPECT_EQ(a.ranks, ranks);
       EXPECT_EQ(b.plans.size(), std::size_t(ranks));
       if (a.plans.size() < std::size_t(ranks)) ++folded;
+      if (s.topo == Topo::two_level)  // host offsets, not host numbers: node k's plans are node 0's, shifted
+        EXPECT_LT(a.plans.size(), std::size_t(ranks)) << "a two-level plan repeats every node";
       EXPECT_NEAR(a.makespan_s, b.makespan_s, 1e-12 * b.makespan_s);
       for (std::size_t r = 0; r < a.plans.size(); ++r)
         for (std::size_t t = 0; t < a.times[r].size(); ++t) {
