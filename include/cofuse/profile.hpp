@@ -116,8 +116,9 @@ struct MachineProfile {
   Status validate() const;
 
   /// Ranks per host when `ranks` ranks run here, for two-level schedules left to the machine
-  /// (host_ranks=0, with_host_ranks): network.ranks_per_node on a two_level network; otherwise
-  /// all ranks on one host (every link alike), `ranks`.
+  /// (host_ranks=0, with_host_ranks): network.ranks_per_node on a two_level network of more
+  /// ranks than one node holds; otherwise all ranks on one host (one node, or every link
+  /// alike), `ranks`.
   int ranks_per_host(int ranks) const;
 
   bool operator==(const MachineProfile&) const = default;

@@ -32,11 +32,14 @@ struct LocalGroup::Impl {
   std::vector<Plan> plans;
   std::unique_ptr<detail::ProgramRunner> runner;
 
-  Impl(const OpDesc& d, const Schedule& s, const Settings& st) : desc(d), schedule(s), settings(st) {
-    detail::check_runnable(Backend::cuda_local, d, s, st);
+  // One process drives every rank: they are one host, so a two-level schedule left to the
+  // machine (host_ranks=0) is the flat ring here.
+  Impl(const OpDesc& d, const Schedule& s, const Settings& st)
+      : desc(d), schedule(with_host_ranks(s, d.ranks)), settings(st) {
+    detail::check_runnable(Backend::cuda_local, d, schedule, st);
     std::vector<int64_t> work;
     for (int r = 0; r < d.ranks; ++r) {
-      plans.push_back(lower(d, s, r));
+      plans.push_back(lower(d, schedule, r));
       work.push_back(plans.back().work_elements);
     }
     detail::check(cudaSetDevice(st.device), "cudaSetDevice");

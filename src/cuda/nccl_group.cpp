@@ -11,6 +11,7 @@
 #include "core/backend/buffer_check.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
+#include "cpu/comm/host_layout.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "cuda/check.hpp"
@@ -104,9 +105,11 @@ struct Group::Impl {
   std::unique_ptr<detail::ProgramRunner> runner;
   cofuse::detail::CommState* state = nullptr;  // the CPU path's: duplicate, checked MPI, watchdog
 
-  Impl(const OpDesc& d, MPI_Comm c, const Schedule& s, const Settings& st) : desc(d), settings(st) {
+  Impl(const OpDesc& d, MPI_Comm c, const Schedule& asked, const Settings& st) : desc(d), settings(st) {
     state = &cofuse::detail::comm_state(c);  // collective on first use, like agree()
-    agree(d, s, c);                          // every rank throws the same Error when they differ
+    agree(d, asked, c);                      // every rank throws the same Error when they differ
+    // A two-level schedule left to the machine gets this communicator's hosts (collective).
+    const Schedule s = cofuse::detail::with_machine_hosts(asked, state->comm);
     const int rank = state->rank, size = state->size;
     // NCCL's setup waits for every peer: a dead one would hang it without a deadline.
     const cofuse::detail::CallDeadline deadline(*state, st.deadline_s, "cuda::Group setup of " + d.to_string(),

@@ -129,6 +129,10 @@ TEST(Validation, RanksFieldMustMatchCommunicator) {
                          std::to_string(test::world_size())),
             std::string::npos)
       << message;
+  // A two-level schedule left to the machine says the same, not something about its hosts.
+  const std::string two_level =
+      error_of([&] { Operation(d, MPI_COMM_WORLD, *Schedule::parse("shard,topo=2level")); }, ErrorCode::mismatch);
+  EXPECT_EQ(two_level, message);
 }
 
 TEST(Buffers, NullBufferOnOneRankFailsEveryRank) {

@@ -400,6 +400,26 @@ TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
   EXPECT_GT(cases, 3000);
 }
 
+// MPI guarantees tags up to 32767 only, and the executor refuses a plan past the library's bound:
+// a two-level plan's tags stay within 1.5 times its flat twin's (steps inside a host; one message
+// per host offset and piece between hosts), so it runs wherever the flat plan runs at P >= 2H.
+TEST(Lower, TwoLevelTagsStayNearTheFlatRings) {
+  for (auto [p, per_host] : {std::pair{4, 2}, {6, 3}, {8, 4}, {8, 2}})
+    for (const OpDesc& d : descs(p))
+      for (const Schedule& two : enumerate_schedules(d, {1, 3, 8}, per_host)) {
+        if (two.topo != Topo::two_level) continue;
+        Schedule flat = two;
+        flat.topo = Topo::flat;
+        flat.host_ranks = 0;
+        int flat_max = 0, two_max = 0;
+        for (int r = 0; r < p; ++r) {
+          for (const Task& t : lower(d, flat, r).tasks) flat_max = std::max(flat_max, t.tag);
+          for (const Task& t : lower(d, two, r).tasks) two_max = std::max(two_max, t.tag);
+        }
+        EXPECT_LE(two_max, flat_max * 3 / 2 + 1) << d.to_string() << " | " << two.to_string();
+      }
+}
+
 TEST(Lower, GatheredOperandIsTheLastWorkspaceRegion) {
   const OpDesc d{OpKind::ag_gemm, 8, 4, 6, DType::f32, true, false, Axis::m, 2};
   for (const Schedule& s : enumerate_schedules(d)) {

@@ -208,6 +208,32 @@ TEST(Simulator, EveryScheduleOfEveryOpFinishesOnAProfile) {
   }
 }
 
+// A two-level schedule left to the machine (host_ranks=0) takes the profile's nodes: fewer ranks
+// than a node holds are one host (the flat ring's plans), whole nodes are hosts of ranks_per_node,
+// and ranks in part of a node are an error that says whose number it is.
+TEST(Simulator, TwoLevelSchedulesTakeTheProfilesNodes) {
+  MachineProfile p = test_profile();
+  p.network.topology = "two_level";
+  p.network.ranks_per_node = 4;
+  p.network.inter_bandwidth_GBps = 0.1;
+  const Schedule machine = *Schedule::parse("shard,topo=2level");
+  OpDesc d{OpKind::gemm_rs, 48, 24, 48, DType::f32, false, false, Axis::m, 3};
+  EXPECT_EQ(simulate(d, machine, p).plans.front().schedule.host_ranks, 3) << "3 ranks: one node";
+  d.ranks = 8;
+  EXPECT_EQ(simulate(d, machine, p).plans.front().schedule.host_ranks, 4);
+  Schedule given = machine;
+  given.host_ranks = 2;
+  EXPECT_EQ(simulate(d, given, p).plans.front().schedule.host_ranks, 2) << "a given size stays";
+  d.ranks = 6;
+  try {
+    simulate(d, machine, p);
+    ADD_FAILURE() << "6 ranks in nodes of 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test has nodes of 4 ranks, which do not divide ranks=6"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Round numbers for timelines by hand: 100 GFLOP/s (so 2·m·n·k / 1e11 s), 10 us per GEMM call,
 // memory fast enough (1000 GB/s) that these GEMMs are compute-bound, links of 1 GB/s per
 // direction with 20 us latency, library collectives at 1 GB/s bus bandwidth after 30 us, no

@@ -74,12 +74,13 @@ const char* to_string(Backend backend) {
   return "unknown";
 }
 
-Status can_run(Backend backend, const OpDesc& desc, const Schedule& asked) {
+Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   if (Status st = desc.validate(); !st.ok()) return st;
-  if (Status st = asked.validate_for(desc); !st.ok()) return st;
+  if (Status st = s.validate_for(desc); !st.ok()) return st;
   // The machine's hosts (host_ranks=0) are not known here, and nothing below depends on their
-  // size: the pieces and their contiguity are those of any host size, so one host stands in.
-  const Schedule s = with_host_ranks(asked, desc.ranks);
+  // size: the pieces and their contiguity are those of any host size, so one host stands in
+  // where a plan is lowered.
+  const Schedule lowerable = with_host_ranks(s, desc.ranks);
   const Rules& rules = rules_of(backend);
   const bool cpu = backend == Backend::cpu_mpi;
 
@@ -103,7 +104,7 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& asked) {
   if (rules.contiguous_messages)
     for (int rank = 0; rank < desc.ranks; ++rank) {
       if (desc.ranks > 16 && rank > 1 && rank != desc.ranks / 2 && rank != desc.ranks - 1) continue;
-      for (const Task& t : lower(desc, s, rank).tasks)
+      for (const Task& t : lower(desc, lowerable, rank).tasks)
         if (const std::string piece = non_contiguous_piece(t); !piece.empty())
           return invalid("schedule " + s.to_string() + ": " + piece + ", and NCCL moves contiguous buffers: " +
                          (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")

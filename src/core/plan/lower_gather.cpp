@@ -165,9 +165,12 @@ Plan lower_gather(PlanBuilder& pb) {
     // each other host's as it arrives and travels the ring.
     const int R = s.topo == Topo::two_level ? s.host_ranks : P, H = P / R, h = r / R, l = r % R;
     const int left = h * R + (l - 1 + R) % R, right = h * R + (l + 1) % R;
-    // Tags: inside a host (t·R + step)·pieces + piece, a flat ring's step·pieces + piece; between
-    // hosts past all of those.
-    auto host_tag = [&](int phase, int t, int step, int qi) { return ((phase * H + t) * R + step) * np + qi; };
+    // Tags: inside a host (phase 0) (t·R + step)·pieces + piece, a flat ring's step·pieces + piece;
+    // between hosts (phase 1, one message per offset t >= 1 and piece) past all of those, below
+    // (P + H)·pieces.
+    auto host_tag = [&](int phase, int t, int step, int qi) {
+      return phase == 0 ? (t * R + step) * np + qi : (P + t - 1) * np + qi;
+    };
     for (int t = 1; t < H; ++t)
       for (int qi = 0; qi < np; ++qi)
         pb.send(name("send", r, qi), own_src[qi], (h + t) % H * R + l, host_tag(1, t, 0, qi), own_dep[qi], 0, qi);

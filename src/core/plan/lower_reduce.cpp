@@ -118,10 +118,19 @@ Plan lower_reduce(PlanBuilder& pb) {
   // Hosts (topo=2level): H hosts of R consecutive ranks, this rank the l-th of host h. A flat
   // ring is the case of one host (R = P); the code below is one for both.
   const int R = s.topo == Topo::two_level ? s.host_ranks : P, H = P / R, h = r / R, l = r % R;
-  // Messages: phase 0 the reduce ring inside a host, 1 its all-gather ring, 2 host sums between
-  // hosts, 3 the all-gather between hosts; t a host offset. A flat ring's tags are (phase·P +
-  // step)·pieces + piece, as before hosts existed.
-  auto tag = [&](int phase, int t, int step, int qi) { return ((phase * H + t) * R + step) * np_max + qi; };
+  // Messages, each with its own tag, in blocks of `pieces`: phase 0 the reduce ring inside a host
+  // (host offset t, ring step), 2 the host sums between hosts (one per offset t >= 1), 1 the
+  // all-gather ring inside a host, 3 the all-gather between hosts. Packed in that order, a
+  // two-level plan's tags stay below (2P + 2H)·pieces (gemm_rs: (P + H)·pieces), within 1.5x of
+  // a flat plan's, under MPI_TAG_UB. A flat ring (H = 1) has only phases 0 and 1, tagged
+  // (phase·P + step)·pieces + piece, as before hosts existed.
+  auto tag = [&](int phase, int t, int step, int qi) {
+    const int block = phase == 0   ? t * R + step
+                      : phase == 2 ? P + t - 1
+                      : phase == 1 ? P + H - 1 + t * R + step
+                                   : 2 * P + H - 1 + t - 1;
+    return block * np_max + qi;
+  };
   const std::vector<Piece> own_pieces = pieces_of(r);
   std::vector<int> final_task(own_pieces.size(), -1);
 

@@ -70,4 +70,16 @@ HostLayout host_layout(MPI_Comm comm) {
   return finish(std::move(first), "MPI_COMM_TYPE_SHARED");
 }
 
+Schedule with_machine_hosts(const Schedule& schedule, MPI_Comm comm) {
+  if (schedule.topo != Topo::two_level || schedule.host_ranks != 0) return schedule;
+  const HostLayout layout = host_layout(comm);
+  if (!layout.regular)
+    throw Error(ErrorCode::invalid_argument,
+                "schedule " + schedule.to_string() + ": topo=2level takes its hosts from the machine (" + layout.source +
+                    "), whose " + std::to_string(layout.hosts) +
+                    " hosts are not equal runs of consecutive ranks; give host_ranks=R (a two-level plan over "
+                    "other hosts still computes the right answer), or launch ranks host by host");
+  return with_host_ranks(schedule, layout.ranks_per_host);
+}
+
 }  // namespace cofuse::detail

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cofuse/schedule.hpp"
+
 namespace cofuse::detail {
 
 struct HostLayout {
@@ -24,5 +26,12 @@ struct HostLayout {
 /// two-level behaviour on one machine; bench/netlab --hosts gives real ones). A malformed value
 /// is an Error(invalid_argument) naming it, on every rank.
 HostLayout host_layout(MPI_Comm comm);
+
+/// `schedule` with a two-level schedule's host_ranks=0 ("the machine's") replaced by comm's
+/// ranks per host (host_layout: collective, so every rank of comm calls it or none; Operation
+/// and cuda::Group call it after the ranks agree on the schedule). Any other schedule comes back
+/// as it is. Throws Error(invalid_argument) where the hosts are not equal runs of consecutive
+/// ranks, naming the layout and what to do.
+Schedule with_machine_hosts(const Schedule& schedule, MPI_Comm comm);
 
 }  // namespace cofuse::detail

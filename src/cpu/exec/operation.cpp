@@ -50,20 +50,6 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
   };
 }
 
-// A two-level schedule that leaves its host size to the machine (host_ranks=0) gets the
-// communicator's (collective: every rank has agreed on the schedule, so all or none get here).
-Schedule with_machine_hosts(const Schedule& schedule, MPI_Comm comm) {
-  if (schedule.topo != Topo::two_level || schedule.host_ranks != 0) return schedule;
-  const detail::HostLayout layout = detail::host_layout(comm);
-  if (!layout.regular)
-    throw Error(ErrorCode::invalid_argument,
-                "schedule " + schedule.to_string() + ": topo=2level takes its hosts from the machine (" + layout.source +
-                    "), whose " + std::to_string(layout.hosts) +
-                    " hosts are not equal runs of consecutive ranks; give host_ranks=R (a two-level plan over "
-                    "other hosts still computes the right answer), or launch ranks host by host");
-  return with_host_ranks(schedule, layout.ranks_per_host);
-}
-
 }  // namespace
 
 void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std::pair<std::string, int64_t>>& values,
@@ -90,12 +76,13 @@ Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule
                                         [] { return std::string("waiting in the agreement (one allreduce)"); });
     detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
   }
-  const Schedule planned = with_machine_hosts(schedule, state.comm);
-  throw_if_error(can_run(Backend::cpu_mpi, desc, planned));
+  throw_if_error(can_run(Backend::cpu_mpi, desc, schedule));
   if (desc.ranks != state.size)
     throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +
                                          std::to_string(desc.ranks) + " but the communicator has " +
                                          std::to_string(state.size) + " ranks");
+  const Schedule planned = detail::with_machine_hosts(schedule, state.comm);
+  throw_if_error(can_run(Backend::cpu_mpi, desc, planned));
   state_ = &state;
   executor_ = std::make_unique<detail::CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
 }

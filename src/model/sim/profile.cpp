@@ -119,7 +119,8 @@ std::filesystem::path installed_profiles() { return COFUSE_INSTALL_PROFILES_DIR;
 }  // namespace
 
 int MachineProfile::ranks_per_host(int ranks) const {
-  return network.topology == "two_level" && network.ranks_per_node > 0 ? int(network.ranks_per_node) : ranks;
+  const bool nodes = network.topology == "two_level" && network.ranks_per_node > 0 && network.ranks_per_node < ranks;
+  return nodes ? int(network.ranks_per_node) : ranks;
 }
 
 Status MachineProfile::validate() const {

@@ -112,6 +112,18 @@ SimResult simulate_plans(std::vector<Plan> plans, const MachineProfile& profile,
 
 namespace {
 
+// A two-level schedule left to the machine (host_ranks=0) gets the profile's nodes; where they do
+// not divide the ranks, the error says whose number it is.
+Schedule with_profile_hosts(const OpDesc& desc, const Schedule& schedule, const MachineProfile& profile) {
+  const Schedule out = with_host_ranks(schedule, profile.ranks_per_host(desc.ranks));
+  if (schedule.topo == Topo::two_level && schedule.host_ranks == 0 && desc.ranks % out.host_ranks != 0)
+    throw Error(ErrorCode::invalid_argument,
+                "schedule " + schedule.to_string() + " takes its hosts from the profile: " + profile.name +
+                    " has nodes of " + std::to_string(out.host_ranks) + " ranks, which do not divide ranks=" +
+                    std::to_string(desc.ranks) + "; give host_ranks=R, or ranks in whole nodes");
+  return out;
+}
+
 void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
   const bool ok = serial.ranks == desc.ranks && !serial.plans.empty() && serial.times.size() == serial.plans.size() &&
                   serial.plans.front().desc == desc && serial.plans.front().schedule == serial_schedule();
@@ -123,7 +135,7 @@ void check_serial_baseline(const OpDesc& desc, const SimResult& serial) {
 }  // namespace
 
 SimResult simulate(const OpDesc& desc, const Schedule& asked, const MachineProfile& profile, const SimOptions& options) {
-  const Schedule schedule = with_host_ranks(asked, profile.ranks_per_host(desc.ranks));
+  const Schedule schedule = with_profile_hosts(desc, asked, profile);
   throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
   SimResult serial = simulate_op(desc, serial_schedule(), profile, options);
@@ -134,7 +146,7 @@ SimResult simulate(const OpDesc& desc, const Schedule& asked, const MachineProfi
 
 SimResult simulate(const OpDesc& desc, const Schedule& asked, const MachineProfile& profile, const SimOptions& options,
                    const SimResult& serial_baseline) {
-  const Schedule schedule = with_host_ranks(asked, profile.ranks_per_host(desc.ranks));
+  const Schedule schedule = with_profile_hosts(desc, asked, profile);
   throw_if_error(can_run_anywhere(desc, schedule));  // desc.validate() first; predicts a run on any backend
   throw_if_error(profile.validate());
   check_serial_baseline(desc, serial_baseline);
