@@ -5,6 +5,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI pins each rank to a core and OpenBLAS follows: one BLAS thread per rank unless told otherwise.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+# The same for oneDNN (bf16 GEMMs), whose threads are OpenMP's.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # OpenBLAS picks its kernels from the CPU model; one newer than its release (Debian 12's 0.3.21
 # does not know Emerald Rapids, model 207) gets the generic pre-AVX kernels, 5-8x slower here.
 # Then name the kernels the CPU can run. The same rule (the same list of cores) is in

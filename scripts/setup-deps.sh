@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git   # toolchain
   libopenblas-dev                                     # CPU GEMM (cblas)
+  libdnnl-dev                                         # CPU bf16 GEMM (oneDNN matmul)
   openmpi-bin libopenmpi-dev                          # communication + mpirun
   nlohmann-json3-dev                                  # JSON records and --json output
   libcli11-dev                                        # command-line parsing

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cofuse/status.hpp"
+#include "cpu/compute/gemm.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/text.hpp"
 
@@ -50,7 +51,9 @@ void blas(DType dtype, int64_t m, int64_t n, int64_t k, const Operand& a, int64_
   const auto ta = a.trans ? CblasTrans : CblasNoTrans, tb = b.trans ? CblasTrans : CblasNoTrans;
   const int M = to_int(m, "m"), N = to_int(n, "n"), K = to_int(k, "k");
   const int lda = to_int(a.ld, "lda"), ldb = to_int(b.ld, "ldb"), ldC = to_int(ldc, "ldc");
-  if (dtype == DType::f64)
+  if (dtype == DType::bf16)  // cblas has no bf16: the library a bf16 user calls, oneDNN, through its one wrapper
+    detail::gemm(dtype, m, n, k, {a.at(row_a, 0), a.ld, a.trans}, {b.at(0, col_b), b.ld, b.trans}, c, ldc, false);
+  else if (dtype == DType::f64)
     cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, static_cast<const double*>(a.at(row_a, 0)), lda,
                 static_cast<const double*>(b.at(0, col_b)), ldb, 0.0, static_cast<double*>(c), ldC);
   else
@@ -101,7 +104,8 @@ GemmShape local_gemm(const OpDesc& d) {
 // ---- G ----
 
 GemmAlone::GemmAlone(const OpDesc& desc) : d_(desc) {
-  if (d_.op == OpKind::gemm_rs) partial_.assign(static_cast<std::size_t>(d_.m * d_.n) * dtype_size(d_.dtype), 1);
+  // 64-byte aligned, as cofuse's own workspace: oneDNN's bf16 kernels write C 2.4x slower elsewhere.
+  if (d_.op == OpKind::gemm_rs) partial_.assign(static_cast<std::size_t>(d_.m * d_.n) * dtype_size(d_.dtype) + 64, 1);
 }
 
 Sample GemmAlone::run(const OpBuffers& buffers) {
@@ -113,7 +117,8 @@ Sample GemmAlone::run(const OpBuffers& buffers) {
   const Operand a = gathered ? operand(buffers.gathered, s.gathered, d_.trans_a, d_.dtype)
                              : operand(buffers.a, s.a, d_.trans_a, d_.dtype);
   const Operand b = operand(buffers.b, s.b, d_.trans_b, d_.dtype);
-  void* c = d_.op == OpKind::gemm_rs ? static_cast<void*>(partial_.data()) : buffers.c;
+  unsigned char* partial = partial_.data() + (64 - reinterpret_cast<uintptr_t>(partial_.data()) % 64) % 64;
+  void* c = d_.op == OpKind::gemm_rs ? static_cast<void*>(partial) : buffers.c;
   Sample out;
   const double start = steady_seconds();
   blas(d_.dtype, g.m, g.n, g.k, a, 0, b, 0, c, g.n, &out.gemm_s);
@@ -153,9 +158,9 @@ Sample CommAlone::run(const OpBuffers&) {
   switch (d_.op) {
     case OpKind::ag_gemm: mpi_check(MPI_Allgather(send_.data(), mine, t, recv_.data(), mine, t, comm_), "MPI_Allgather"); break;
     case OpKind::gemm_rs:
-      mpi_check(MPI_Reduce_scatter_block(send_.data(), recv_.data(), mine, t, MPI_SUM, comm_), "MPI_Reduce_scatter_block");
+      mpi_check(MPI_Reduce_scatter_block(send_.data(), recv_.data(), mine, t, detail::mpi_sum(d_.dtype), comm_), "MPI_Reduce_scatter_block");
       break;
-    case OpKind::gemm_ar: mpi_check(MPI_Allreduce(send_.data(), recv_.data(), whole, t, MPI_SUM, comm_), "MPI_Allreduce"); break;
+    case OpKind::gemm_ar: mpi_check(MPI_Allreduce(send_.data(), recv_.data(), whole, t, detail::mpi_sum(d_.dtype), comm_), "MPI_Allreduce"); break;
   }
   out.total_s = out.comm_s = steady_seconds() - start;
   return out;
@@ -266,7 +271,7 @@ Sample NaiveOverlap::run_reduction(const OpBuffers& buffers) {
     if (d_.op == OpKind::gemm_ar) {
       unsigned char* piece = c + elem * static_cast<std::size_t>(row * N);
       blas(d_.dtype, len, N, Kl, a, row, b, 0, piece, N, &out.gemm_s);
-      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, piece, to_int(len * N, "piece"), t, MPI_SUM, comm_, &requests_[j]),
+      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, piece, to_int(len * N, "piece"), t, detail::mpi_sum(d_.dtype), comm_, &requests_[j]),
             "MPI_Iallreduce");
       continue;
     }
@@ -279,7 +284,7 @@ Sample NaiveOverlap::run_reduction(const OpBuffers& buffers) {
       else blas(d_.dtype, len, Nl, Kl, a, row, b, r * Nl, dest, Nl, &out.gemm_s);
     }
     unsigned char* result = c + elem * static_cast<std::size_t>(d_.axis == Axis::m ? row * N : row * Nl);
-    mpi_check(MPI_Ireduce_scatter_block(packed, result, to_int(block, "piece"), t, MPI_SUM, comm_, &requests_[j]),
+    mpi_check(MPI_Ireduce_scatter_block(packed, result, to_int(block, "piece"), t, detail::mpi_sum(d_.dtype), comm_, &requests_[j]),
           "MPI_Ireduce_scatter_block");
   }
   mpi_check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");

@@ -157,9 +157,11 @@ std::vector<BenchCase> expand(const SweepSpec& spec) {
     for (Axis axis : axes)
       for (const std::string& dtype_text : spec.dtypes) {
         const auto dtype = parse_dtype(dtype_text);
-        if (!dtype) bad("unknown dtype '" + dtype_text + "' (f32 or f64)");
-        if (*dtype != DType::f32 && *dtype != DType::f64)
-          bad("dtype '" + dtype_text + "' runs on the CUDA backend only; cofuse bench measures the CPU executor (f32 or f64)");
+        if (!dtype) bad("unknown dtype '" + dtype_text + "' (f32, f64 or bf16)");
+        // The bench measures the CPU executor: the dtypes it runs are can_run's answer.
+        const OpDesc probe{*op, 1, 1, 1, *dtype, false, false, axis, 1};
+        if (const Status st = can_run(Backend::cpu_mpi, probe, serial_schedule()); !st.ok())
+          bad("cofuse bench measures the CPU executor: " + st.message());
         for (int64_t m : spec.m)
           for (int64_t n : spec.n)
             for (int64_t k : spec.k)

@@ -112,11 +112,11 @@ TEST(Validation, IndivisibleShardFailsOnEveryRank) {
   for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
 }
 
-TEST(Validation, SixteenBitTypesNameTheCudaBackendOnEveryRank) {
+TEST(Validation, F16NamesTheCudaBackendOnEveryRank) {
   OpDesc d = base_desc();
-  d.dtype = DType::bf16;
+  d.dtype = DType::f16;
   const std::string message = error_of([&] { Operation(d, MPI_COMM_WORLD); }, ErrorCode::invalid_argument);
-  EXPECT_NE(message.find("dtype bf16 runs on the CUDA executor"), std::string::npos) << message;
+  EXPECT_NE(message.find("dtype f16 runs on the CUDA executor"), std::string::npos) << message;
   for (const std::string& other : test::allgather_strings(message)) EXPECT_EQ(other, message);
 }
 

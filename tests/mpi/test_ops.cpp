@@ -50,7 +50,7 @@ std::vector<Case> all_cases() {
                                          {OpKind::gemm_ar, Axis::none}};
   std::vector<Case> cases;
   for (auto [op, axis] : ops)
-    for (DType dtype : {DType::f32, DType::f64})
+    for (DType dtype : {DType::f32, DType::f64, DType::bf16})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
           for (const Shape& s : shapes) cases.push_back({op, axis, dtype, ta, tb, s.m, s.n, s.k, s.name});

@@ -57,6 +57,16 @@ std::vector<ScheduleCase> preset_cases() {
                                     preset.name + "_" + sh.name + (d.trans_a ? "_Ta" : "") + (d.trans_b ? "_Tb" : ""))});
         }
       }
+  // bf16 (oneDNN GEMMs, partial sums in bf16 added in f32): every preset with every transpose.
+  for (auto [op, axis] : kOps)
+    for (const Preset& preset : presets())
+      for (int t = 0; t < 4; ++t) {
+        const OpDesc d{op, 7 * p, 5 * p, 9 * p, DType::bf16, t % 2 == 1, t >= 2, axis, static_cast<int>(p)};
+        if (!preset.schedule.validate_for(d).ok()) continue;
+        out.push_back({d, preset.schedule,
+                       identifier(std::string(to_string(op)) + "_" + to_string(axis) + "_bf16_" + preset.name +
+                                  (d.trans_a ? "_Ta" : "") + (d.trans_b ? "_Tb" : ""))});
+      }
   return out;
 }
 

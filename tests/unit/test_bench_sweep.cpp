@@ -77,8 +77,11 @@ TEST(Expand, RejectsUnknownNamesAndAxesNoOpTakes) {
   spec.axes = {"auto"};
   spec.dtypes = {"f8"};
   EXPECT_NE(message_of([&] { expand(spec); }).find("unknown dtype 'f8'"), std::string::npos);
+  spec.dtypes = {"f16"};
+  EXPECT_NE(message_of([&] { expand(spec); }).find("measures the CPU executor: dtype f16 runs on the CUDA executor"),
+            std::string::npos);
   spec.dtypes = {"bf16"};
-  EXPECT_NE(message_of([&] { expand(spec); }).find("runs on the CUDA backend only"), std::string::npos);
+  EXPECT_EQ(expand(spec).front().dtype, DType::bf16) << "bf16 runs on the CPU executor (oneDNN)";
   spec.dtypes = {"f32"};
   spec.schedules = "hetero-unfused-1d;fastest";
   EXPECT_NE(message_of([&] { expand(spec); }).find("unknown preset 'fastest'"), std::string::npos);

@@ -1,10 +1,16 @@
-// Small pieces behind the scenes: rank lists in agreement messages, timing summaries.
+// Small pieces behind the scenes: rank lists in agreement messages, timing summaries, 16-bit
+// conversions and sums, the bf16 GEMM.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <vector>
 
 #include "cpu/comm/agreement.hpp"
 #include "core/common/half.hpp"
+#include "core/stream/view_ops.hpp"
+#include "cpu/compute/gemm.hpp"
 #include "measure/timing.hpp"
 
 namespace cofuse {
@@ -29,6 +35,64 @@ TEST(Half, RoundTripsAndRoundsToNearestEven) {
     const float f = detail::f16_to_float(uint16_t(h));
     if (!std::isnan(f)) EXPECT_EQ(detail::float_to_f16(f), h) << h;
   }
+}
+
+// The bf16 GEMM (oneDNN): every transpose, padded leading dimensions, overwrite and accumulate,
+// against a double product of the same bf16 inputs. Products are summed in f32 and C rounded
+// once, so the error stays within f32's for the sums plus half a bf16 ulp of the result; the old
+// C of an accumulating GEMM is added before that one rounding.
+TEST(GemmBf16, MatchesADoubleProductRoundedOnce) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1, 1);
+  auto bf16 = [&](std::size_t n) {
+    std::vector<uint16_t> v(n);
+    for (uint16_t& x : v) x = detail::float_to_bf16(value(rng));
+    return v;
+  };
+  const int64_t m = 37, n = 29, k = 300;
+  // C where the AMX kernels write it directly (64-byte aligned rows) and where it goes through an
+  // aligned copy (gemm.cpp says why).
+  std::vector<uint16_t> storage(m * 32 + 32);
+  uint16_t* aligned_c = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64 / 2;
+  for (bool aligned : {true, false})
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::string("ta ") + (ta ? "1" : "0") + " tb " + (tb ? "1" : "0") + " acc " + (accumulate ? "1" : "0") +
+                     " aligned " + (aligned ? "1" : "0"));
+        const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = aligned ? 32 : n + 2;
+        const std::vector<uint16_t> a = bf16((ta ? k : m) * lda), b = bf16((tb ? n : k) * ldb);
+        std::vector<uint16_t> c = bf16(m * ldc);
+        const std::vector<uint16_t> before = c;
+        uint16_t* out = aligned ? aligned_c : c.data();
+        std::copy(before.begin(), before.end(), out);
+        detail::gemm(DType::bf16, m, n, k, {a.data(), lda, ta}, {b.data(), ldb, tb}, out, ldc, accumulate);
+        std::copy(out, out + m * ldc, c.begin());
+        double worst = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double want = accumulate ? detail::bf16_to_float(before[i * ldc + j]) : 0.0;
+            for (int64_t p = 0; p < k; ++p)
+              want += double(detail::bf16_to_float(ta ? a[p * lda + i] : a[i * lda + p])) *
+                      detail::bf16_to_float(tb ? b[j * ldb + p] : b[p * ldb + j]);
+            const double got = detail::bf16_to_float(c[i * ldc + j]);
+            // half a bf16 ulp of the result (2^-8 relative) and f32 rounding of k products
+            worst = std::max(worst, std::abs(got - want) / (std::abs(want) * 0x1.0p-8 + k * 0x1.0p-24 + 1e-30));
+          }
+        EXPECT_LE(worst, 1.0);
+        for (int64_t i = 0; i < m; ++i)  // the padding past n in each row of C is not touched
+          for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], before[i * ldc + j]);
+      }
+}
+
+// A 16-bit sum is computed in f32 and rounded once to the nearest bf16: 1 + 3·2^-8 is not a bf16
+// value (7 fraction bits: steps of 2^-7 above 1) and rounds to 1 + 2^-6; 1 - 2 is exact.
+TEST(AddView, Bf16SumsInF32RoundedOnce) {
+  const uint16_t one = detail::float_to_bf16(1.0f), small = detail::float_to_bf16(0x1.8p-7f);  // 3·2^-8
+  std::vector<uint16_t> into = {one, one}, from = {small, detail::float_to_bf16(-2.0f)};
+  detail::add_view(DType::bf16, from.data(), View{Buf::work, 0, 1, 2, 2}, into.data(), View{Buf::work, 0, 1, 2, 2});
+  EXPECT_EQ(detail::bf16_to_float(into[0]), 1.0f + 0x1.0p-6f);
+  EXPECT_EQ(detail::bf16_to_float(into[1]), -1.0f);
 }
 
 TEST(FormatRanks, CompressesRuns) {

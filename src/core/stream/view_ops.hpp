@@ -10,7 +10,8 @@ namespace cofuse::detail {
 /// to = from, row by row (same rows x cols; each with its own leading dimension).
 void copy_view(DType dtype, const void* from, const View& from_view, void* to, const View& to_view);
 
-/// into += from, element by element (same rows x cols).
+/// into += from, element by element (same rows x cols); 16-bit elements are added in f32 and
+/// rounded once.
 void add_view(DType dtype, const void* from, const View& from_view, void* into, const View& into_view);
 
 }  // namespace cofuse::detail

@@ -13,8 +13,15 @@ namespace cofuse::detail {
 /// where: the caller's line (leave it defaulted), which the Error reports as where().
 void mpi_check(int rc, const char* call, SourceLocation where = SourceLocation::current());
 
-/// The MPI datatype of one element of dtype.
+/// The MPI datatype of one element of dtype (bf16 and f16: MPI_UINT16_T, 2 bytes MPI moves but
+/// cannot add).
 MPI_Datatype mpi_type(DType dtype);
+
+/// The sum reductions of dtype use: MPI_SUM for f32 and f64; for bf16, an operation of cofuse's
+/// own (MPI has no bf16 type): each pair of elements added in f32 and rounded to bf16, so a sum
+/// over P ranks is rounded once per combining step, as a ring's running sums are. Created on
+/// first use, kept until MPI_Finalize.
+MPI_Op mpi_sum(DType dtype);
 
 /// rank / size of a communicator, checked.
 int comm_rank(MPI_Comm comm);

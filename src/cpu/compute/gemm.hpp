@@ -1,4 +1,5 @@
-// The CPU compute engine: one row-major GEMM on views, through OpenBLAS (cblas).
+// The CPU compute engine: one row-major GEMM on views, through OpenBLAS (cblas) for f32 and f64
+// and oneDNN's matmul for bf16.
 #pragma once
 
 #include <cstdint>
@@ -18,12 +19,18 @@ struct ConstView {
 
 /// C[m,n] (+)= op(A)[m,k] · op(B)[k,n] in dtype, row-major, ldc elements between rows of C.
 /// accumulate: add into C (beta = 1) instead of overwriting it (beta = 0).
-/// Sizes must fit BLAS's int (checked; Error(invalid_argument) otherwise).
+/// f32, f64: OpenBLAS; sizes must fit BLAS's int (checked; Error(invalid_argument) otherwise).
+/// bf16: oneDNN, products summed in f32 and C rounded to bf16 once (with accumulate, C's old
+/// value is added in f32 before that rounding); the primitive of each shape is made once per
+/// thread and kept. f16: Error(invalid_argument) (can_run refuses it on the CPU first).
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
           bool accumulate);
 
 /// The OpenBLAS build cofuse runs on, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".
 std::string blas_version();
+
+/// The oneDNN build the bf16 GEMMs run on, e.g. "oneDNN 2.6.3 (CPU runtime OMP)".
+std::string dnnl_version();
 
 /// Empty, or why OpenBLAS runs kernels far slower than this CPU allows (it did not recognise the
 /// CPU and fell back to pre-AVX2 kernels) and the OPENBLAS_CORETYPE that fixes it.

@@ -121,11 +121,11 @@ void CpuExecutor::post(int slot) {
                       "MPI_Allgather");
             break;
           case Collective::reduce_scatter:
-            mpi_check(MPI_Reduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, MPI_SUM, comm_),
+            mpi_check(MPI_Reduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_),
                       "MPI_Reduce_scatter_block");
             break;
           case Collective::allreduce:
-            mpi_check(MPI_Allreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, MPI_SUM, comm_), "MPI_Allreduce");
+            mpi_check(MPI_Allreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_), "MPI_Allreduce");
             break;
         }
         c.posted = true;
@@ -139,11 +139,11 @@ void CpuExecutor::post(int slot) {
                     "MPI_Iallgather");
           break;
         case Collective::reduce_scatter:
-          mpi_check(MPI_Ireduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, MPI_SUM, comm_, request),
+          mpi_check(MPI_Ireduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_, request),
                     "MPI_Ireduce_scatter_block");
           break;
         case Collective::allreduce:
-          mpi_check(MPI_Iallreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, MPI_SUM, comm_, request),
+          mpi_check(MPI_Iallreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_, request),
                     "MPI_Iallreduce");
           break;
       }
