@@ -19,15 +19,17 @@ def to_buffer(x, name):
     (The compiled module checks shape, dtype, contiguity and writability of what it gets.)"""
     torch = _torch()
     if torch is not None and isinstance(x, torch.Tensor):
-        if x.is_cpu and (x.dtype is torch.float32 or x.dtype is torch.float64):  # the fast path
+        if x.is_cpu and x.dtype in (torch.float32, torch.float64, torch.bfloat16):  # the fast path
             try:
-                return x.detach().numpy() if x.requires_grad else x.numpy()
+                x = x.detach() if x.requires_grad else x
+                # numpy has no bfloat16: its raw bits as an int16 view of the same memory.
+                return x.view(torch.int16).numpy() if x.dtype is torch.bfloat16 else x.numpy()
             except (RuntimeError, TypeError) as e:  # sparse, a subclass without storage, ...
                 return f"{name} ({type(x).__name__}, layout {x.layout}) has no numpy view: {e}"
         if not x.is_cpu:
             return (f"{name} is on {x.device}: cofuse's Python package runs CPU tensors only so far "
                     "(the CUDA backend is reachable from C++)")
-        return f"{name} is {x.dtype}: cofuse's CPU ops take torch.float32 or torch.float64"
+        return f"{name} is {x.dtype}: cofuse's CPU ops take torch.float32, torch.float64 or torch.bfloat16"
     return x
 
 
@@ -42,7 +44,9 @@ def wrap(result, like_torch, given):
     if given is not None:
         return given
     if like_torch:
-        return _torch().from_numpy(result)
+        tensor = _torch().from_numpy(result)
+        # bf16 results come back as their raw bits (int16): the same memory, viewed as bfloat16.
+        return tensor.view(_torch().bfloat16) if tensor.dtype is _torch().int16 else tensor
     return result
 
 

@@ -46,9 +46,14 @@ Status read_matrix(pybind11::handle object, const char* name, bool writable, Mat
   const bool native = format.size() == 1 || format[0] == '<' || format[0] == '=' || format[0] == '@';
   if (native && type == 'f' && info.itemsize == 4) out.dtype = DType::f32;
   else if (native && type == 'd' && info.itemsize == 8) out.dtype = DType::f64;
+  // numpy has no bfloat16: a 2-byte integer array holds bf16's raw bits (a torch.bfloat16
+  // tensor arrives as such a view, and .npy files hold bf16 as uint16).
+  else if (native && (type == 'h' || type == 'H') && info.itemsize == 2) out.dtype = DType::bf16;
   else
-    return {ErrorCode::invalid_argument, who + " has element format '" + format +
-                                             "': cofuse's CPU ops take float32 or float64 (bfloat16 and float16 run on GPUs)"};
+    return {ErrorCode::invalid_argument,
+            who + " has element format '" + format +
+                "': cofuse's CPU ops take float32, float64 or bfloat16 (torch.bfloat16, or its raw bits as a numpy "
+                "int16/uint16 array); float16 runs on GPUs"};
   if (info.ndim != 2)
     return {ErrorCode::invalid_argument, who + " must be 2-D (a matrix), but its shape is " + shape_text(info)};
   out.rows = info.shape[0];
@@ -70,6 +75,7 @@ Status read_matrix(pybind11::handle object, const char* name, bool writable, Mat
 pybind11::object new_array(DType dtype, int64_t rows, int64_t cols) {
   const std::vector<pybind11::ssize_t> shape{rows, cols};
   if (dtype == DType::f64) return pybind11::array_t<double>(shape);
+  if (dtype == DType::bf16) return pybind11::array_t<int16_t>(shape);  // bf16's raw bits (torch views them as bfloat16)
   return pybind11::array_t<float>(shape);
 }
 

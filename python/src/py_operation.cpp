@@ -63,8 +63,11 @@ void agree_on_request(MPI_Comm comm, const std::string& what, const OpDesc& desc
 Status describe(const OpRequest& request, int64_t m, int64_t n, int64_t k, const std::string& dtype, int ranks,
                 OpDesc& desc) {
   if (Status st = parse_request(request, desc); !st.ok()) return st;
-  const std::optional<DType> type = parse_dtype(dtype == "float32" ? "f32" : dtype == "float64" ? "f64" : dtype);
-  if (!type) return {ErrorCode::invalid_argument, "unknown dtype '" + dtype + "' (float32 or float64)"};
+  const std::optional<DType> type = parse_dtype(dtype == "float32"    ? "f32"
+                                                : dtype == "float64"  ? "f64"
+                                                : dtype == "bfloat16" ? "bf16"
+                                                                      : dtype);
+  if (!type) return {ErrorCode::invalid_argument, "unknown dtype '" + dtype + "' (float32, float64 or bfloat16)"};
   desc.dtype = *type;
   desc.m = m;
   desc.n = n;

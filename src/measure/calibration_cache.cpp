@@ -127,7 +127,8 @@ std::string compute_table_text(const ComputeResult& r, const std::string& key) {
   json grid = json::array();
   for (const GemmPoint& p : r.grid) grid.push_back({p.m, p.n, p.k, p.gflops});
   const json out = {{"schema", kComputeTableSchema}, {"key", key},           {"grid", grid},
-                    {"dgemm_n", r.dgemm_n},          {"dgemm_gflops", r.dgemm_gflops}, {"copy_mib", r.copy_mib},
+                    {"dgemm_n", r.dgemm_n},          {"dgemm_gflops", r.dgemm_gflops}, {"bf16_gflops", r.bf16_gflops},
+                    {"copy_mib", r.copy_mib},
                     {"copy_GBps", r.copy_GBps},      {"blas_call_s", r.blas_call_s},   {"passes", r.passes},
                     {"max_flops", r.max_flops}};
   return out.dump(1) + "\n";
@@ -157,12 +158,17 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
     }
     r.dgemm_n = j.at("dgemm_n").get<int>();
     r.dgemm_gflops = j.at("dgemm_gflops").get<double>();
+    if (!j.contains("bf16_gflops")) {
+      *problem = "kept before bf16 GEMMs were measured";
+      return std::nullopt;
+    }
+    r.bf16_gflops = j.at("bf16_gflops").get<double>();
     r.copy_mib = j.at("copy_mib").get<int>();
     r.copy_GBps = j.at("copy_GBps").get<double>();
     r.blas_call_s = j.at("blas_call_s").get<double>();
     r.passes = j.at("passes").get<int>();
     r.max_flops = j.at("max_flops").get<double>();
-    if (r.grid.empty() || !(r.dgemm_gflops > 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
+    if (r.grid.empty() || !(r.dgemm_gflops > 0) || !(r.bf16_gflops > 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
       throw Error(ErrorCode::invalid_argument, "empty table or a rate that is not positive");
     return r;
   } catch (const std::exception& e) {

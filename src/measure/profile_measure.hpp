@@ -57,8 +57,9 @@ double max_over_ranks(MPI_Comm comm, double value);
 
 struct ComputeResult {
   std::vector<GemmPoint> grid;  // f32 GEMM rates per rank, GFLOP/s
-  int dgemm_n = 0;              // the f64 GEMM is dgemm_n cubed
+  int dgemm_n = 0;              // the f64 GEMM (and the bf16 one) is dgemm_n cubed
   double dgemm_gflops = 0;
+  double bf16_gflops = 0;       // oneDNN's bf16 matmul (f32 accumulation), dgemm_n cubed
   int copy_mib = 0;        // the copied buffer's size
   double copy_GBps = 0;    // (bytes read + bytes written) / time, GB/s (1e9)
   double blas_call_s = 0;  // one 1x1x1 sgemm call
@@ -66,8 +67,8 @@ struct ComputeResult {
   double max_flops = 0;  // the grid leaves out shapes of more flops
 };
 
-/// The sgemm grid, one large dgemm, a memcpy far larger than the caches and the cost of a
-/// tiny BLAS call, all interleaved.
+/// The sgemm grid, one large dgemm and one bf16 GEMM (oneDNN), a memcpy far larger than the
+/// caches and the cost of a tiny BLAS call, all interleaved.
 ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 
 // --- network (profile_network.cpp) ---

@@ -9,7 +9,7 @@ trap 'rm -rf "$dir"' EXIT
 for op_axis in "ag_gemm m" "ag_gemm k" "gemm_rs m" "gemm_rs n" "gemm_ar none"; do
   set -- $op_axis
   for trans in "" "--trans-a" "--trans-b" "--trans-a --trans-b"; do
-    for dtype in f32 f64; do
+    for dtype in f32 f64 bf16; do
       out="$dir/$1-$2-${trans// /}-$dtype"
       # shellcheck disable=SC2086
       "$mpirun" -np "$np" "$cofuse" run --op "$1" --axis "$2" --m $((5 * np)) --n $((3 * np)) --k $((7 * np)) \

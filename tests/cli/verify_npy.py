@@ -16,7 +16,13 @@ def main(directory):
     meta = json.load(open(f"{directory}/meta.json"))
     op, axis, p = meta["op"], meta["axis"], meta["ranks"]
     m, n, k = meta["m"], meta["n"], meta["k"]
-    load = lambda r, name: np.load(f"{directory}/rank{r}.{name}.npy")
+    bf16 = meta["dtype"] == "bf16"
+
+    def load(r, name):
+        x = np.load(f"{directory}/rank{r}.{name}.npy")
+        # numpy has no bfloat16: cofuse saves bf16 as its raw bits (uint16), the top half of a float32.
+        return (x.astype(np.uint32) << 16).view(np.float32) if bf16 else x
+
     op_a = [load(r, "a").astype(np.float64) for r in range(p)]
     op_b = [load(r, "b").astype(np.float64) for r in range(p)]
     if meta["trans_a"]:
@@ -36,8 +42,10 @@ def main(directory):
         else:
             expected = np.split(total, p, axis=1)
 
-    eps = np.finfo(np.float32 if meta["dtype"] == "f32" else np.float64).eps
-    tolerance = 8 * eps * (math.sqrt(k) + 4)
+    # cofuse's tolerance (docs/ops.md): 8 epsilons of the accumulation type times sqrt(K) + 4, and
+    # for bf16 one bf16 epsilon more (the output rounded once, partial sums travelling in bf16).
+    eps = np.finfo(np.float64 if meta["dtype"] == "f64" else np.float32).eps
+    tolerance = 8 * eps * (math.sqrt(k) + 4) + (2.0 ** -7 if bf16 else 0)
     ok = True
     for r in range(p):
         c = load(r, "c").astype(np.float64)

@@ -49,12 +49,13 @@ def test_dtypes_cofuse_does_not_run(rng, kind):
     a, b = operands(rng)
     if kind == "numpy":
         a16, b16 = a.astype(np.float16), b.astype(np.float16)
-        raises_everywhere(rng, lambda: cofuse.ag_gemm(a16, b16, COMM), "float32 or float64")
+        raises_everywhere(rng, lambda: cofuse.ag_gemm(a16, b16, COMM), "float32, float64 or bfloat16", "float16 runs on GPUs")
         ints = np.ones((4, 8), dtype=np.int32)
         raises_everywhere(rng, lambda: cofuse.ag_gemm(ints, b, COMM), "element format")
     else:
-        a16, b16 = torch.from_numpy(a).to(torch.bfloat16), torch.from_numpy(b).to(torch.bfloat16)
-        raises_everywhere(rng, lambda: cofuse.ag_gemm(a16, b16, COMM), "torch.bfloat16", "torch.float32 or torch.float64")
+        a16, b16 = torch.from_numpy(a).to(torch.float16), torch.from_numpy(b).to(torch.float16)
+        raises_everywhere(rng, lambda: cofuse.ag_gemm(a16, b16, COMM), "torch.float16",
+                          "torch.float32, torch.float64 or torch.bfloat16")
 
 
 def test_not_a_matrix(rng):

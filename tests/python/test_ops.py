@@ -64,6 +64,35 @@ def test_every_layout_and_transpose(comm, rng, op, axis, dtype, kind):
 
 
 @pytest.mark.parametrize("op,axis", LAYOUTS)
+def test_bfloat16_tensors(comm, rng, op, axis):
+    """torch.bfloat16 in, torch.bfloat16 out (oneDNN GEMMs, sums in float32 rounded once), within
+    cofuse's bf16 tolerance of a float64 product of the same bf16 values."""
+    for trans_a, trans_b in itertools.product([False, True], repeat=2):
+        a, b, _, k = case(rng, op, axis, np.float32)
+        a16 = torch.from_numpy(stored(a, trans_a)).to(torch.bfloat16)
+        b16 = torch.from_numpy(stored(b, trans_b)).to(torch.bfloat16)
+        a64, b64 = a16.double().numpy(), b16.double().numpy()
+        a64, b64 = (a64.T if trans_a else a64), (b64.T if trans_b else b64)
+        # the expected C_r from the rounded operands: every rank holds its shards, so gather them
+        full_a = np.concatenate(comm.allgather(a64), axis=0 if (op, axis) == ("ag_gemm", "m") else 1)
+        full_b = np.concatenate(comm.allgather(b64), axis=1 if op == "ag_gemm" else 0)
+        if op == "ag_gemm":  # C_r = op(A) · op(B_r), op(A) gathered along its rows (m) or columns (k)
+            want = full_a @ b64
+        else:
+            total = full_a @ full_b
+            want = total if op == "gemm_ar" else block(total, 0 if axis == "m" else 1)
+        kwargs = dict(trans_a=trans_a, trans_b=trans_b, schedule="hetero-unfused-1d")
+        if axis:
+            kwargs["axis"] = axis
+        c = getattr(cofuse, op)(a16, b16, comm, **kwargs)
+        assert c.dtype is torch.bfloat16
+        got = c.double().numpy()
+        error = np.linalg.norm(got - want) / np.linalg.norm(want)
+        bound = 8 * np.finfo(np.float32).eps * (np.sqrt(k) + 4) + 2.0 ** -7  # op_desc.hpp's tolerance(bf16, k)
+        assert error <= bound, f"{op} axis {axis} trans {trans_a},{trans_b}: error {error:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("op,axis", LAYOUTS)
 def test_auto_is_correct(comm, rng, op, axis):
     a, b, want, k = case(rng, op, axis, np.float32)
     assert_close(run("numpy", op, axis, a, b, False, False, "auto", comm), want, k, np.float32)

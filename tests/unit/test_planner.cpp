@@ -112,6 +112,24 @@ TEST(Planner, A16BitQuestionOnACpuProfileGetsSerialAndWhy) {
   }
 }
 
+// bf16 runs on the CPU executor (oneDNN): a CPU profile plans it like f32, with every candidate,
+// its GEMMs at the profile's measured 16-bit rate.
+TEST(Planner, Bf16OnACpuProfilePlansAtTheSixteenBitRate) {
+  OpDesc d = layer();
+  d.dtype = DType::bf16;
+  MachineProfile p = profile(1.0, 1.0);
+  p.compute.peak_gflops_16 = 4 * p.compute.peak_gflops_f32;
+  p.sources["compute.peak_gflops_16"] = "measured: a test";
+  const PlanChoice c = choose_schedule(d, p);
+  EXPECT_EQ(c.backend, Backend::cpu_mpi);
+  EXPECT_GT(c.candidates.size(), 10u);
+  EXPECT_TRUE(has(c.why, "bf16 at ")) << c.why;
+  EXPECT_TRUE(has(c.why, "(compute.peak_gflops_16")) << c.why;
+  OpDesc f32 = d;
+  f32.dtype = DType::f32;
+  EXPECT_LT(c.serial_s, choose_schedule(f32, p).serial_s) << "bf16 GEMMs at 4x the rate, half the bytes";
+}
+
 // A GPU profile plans for the CUDA backend it names: a bf16 or f16 layer on 8xH100-SXM gets
 // overlapped candidates, every one of them a schedule cuda::Group runs, and the reasons name
 // the 16-bit rate the GEMMs were timed at.

@@ -20,12 +20,23 @@ Error malformed(const std::string& path, const std::string& why) {
   return Error(ErrorCode::invalid_argument, "read_npy: " + path + " is not a supported .npy file: " + why);
 }
 
+// numpy's name of dtype's elements. numpy has no bfloat16: bf16 is saved as its raw bits, '<u2'
+// (uint16), and read back as bf16 (docs/cli.md: `(x.astype(np.uint32) << 16).view(np.float32)`).
+const char* descr(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "<f4";
+    case DType::f64: return "<f8";
+    case DType::bf16: return "<u2";
+    case DType::f16: return "<f2";
+  }
+  return "<f4";
+}
+
 }  // namespace
 
 void write_npy(const std::string& path, DType dtype, const void* data, int64_t rows, int64_t cols) {
   std::ostringstream dict;
-  dict << "{'descr': '" << (dtype == DType::f64 ? "<f8" : "<f4") << "', 'fortran_order': False, 'shape': (" << rows
-       << ", " << cols << "), }";
+  dict << "{'descr': '" << descr(dtype) << "', 'fortran_order': False, 'shape': (" << rows << ", " << cols << "), }";
   std::string header = dict.str();
   const std::size_t unpadded = 6 + 2 + 2 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -61,9 +72,9 @@ NpyArray read_npy(const std::string& path) {
 
   NpyArray array;
   std::smatch match;
-  if (!std::regex_search(header, match, std::regex("'descr':\\s*'([<|=]?)(f4|f8)'")))
-    throw malformed(path, "dtype is not little-endian f4 or f8");
-  array.dtype = match[2] == "f8" ? DType::f64 : DType::f32;
+  if (!std::regex_search(header, match, std::regex("'descr':\\s*'([<|=]?)(f4|f8|f2|u2)'")))
+    throw malformed(path, "dtype is not little-endian f4, f8, f2 or u2 (bf16's bits)");
+  array.dtype = match[2] == "f8" ? DType::f64 : match[2] == "f2" ? DType::f16 : match[2] == "u2" ? DType::bf16 : DType::f32;
   if (std::regex_search(header, std::regex("'fortran_order':\\s*True"))) throw malformed(path, "Fortran order");
   if (!std::regex_search(header, match, std::regex("'shape':\\s*\\(([^)]*)\\)"))) throw malformed(path, "no shape");
   std::istringstream dims(match[1].str());
