@@ -15,7 +15,7 @@
 // SP = sequence parallelism: the layer's replicated side (the column layer's input, the row
 // layer's output) is split along tokens instead, T/P rows per rank. The bias of a column
 // layer is split like its output (b_r [out/P]); a row layer's bias is whole ([out], the same on
-// every rank) and added once, after the reduction. Row-major buffers, the op's dtype (f32/f64).
+// every rank) and added once, after the reduction. Row-major buffers, the op's dtype (f32, f64 or bf16).
 //
 // Every GEMM that communicates runs as a cofuse Operation with its own schedule (fprop, dgrad,
 // wgrad). A schedule not given is `auto`: an AutoOperation (auto_operation.hpp) that runs the

@@ -27,8 +27,9 @@
 namespace cofuse {
 
 enum class OpKind { ag_gemm, gemm_rs, gemm_ar };
-/// Element types. bf16 and f16 run on the CUDA executor only (fp32 accumulation, fp32
-/// reductions); the CPU executor runs f32 and f64.
+/// Element types. The CPU executor runs f32, f64 and bf16 (oneDNN's matmul: fp32 accumulation;
+/// sums of partials in fp32, rounded once); the CUDA executor runs all four (fp32 accumulation,
+/// fp32 reductions); f16 is the CUDA executor's only (oneDNN 2.6 has no f16 matmul for CPUs).
 enum class DType { f32, f64, bf16, f16 };
 /// The sharded axis: ag_gemm gathers along m or k; gemm_rs scatters along m or n;
 /// gemm_ar has none (its output is replicated).

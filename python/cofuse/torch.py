@@ -15,7 +15,7 @@ tokens instead. Which fused op serves which GEMM is docs/training.md's table:
     wgrad     local GEMM on the (gathered) dy
 
 Every forward and backward is COLLECTIVE over the layer's communicator: every rank runs the
-same model on the same number of tokens. CPU tensors, float32 or float64.
+same model on the same number of tokens. CPU tensors, float32, float64 or bfloat16.
 """
 import math
 
@@ -35,6 +35,8 @@ def _matmul(a, b):
     Transposed views stay views (BLAS reads them transposed)."""
     if a.dtype != b.dtype:  # torch.matmul refuses these too (numpy would promote silently)
         raise TypeError(f"expected both operands of one dtype, got {a.dtype} and {b.dtype}")
+    if a.dtype is torch.bfloat16:  # numpy has no bfloat16; torch's CPU bf16 matmul is oneDNN's too
+        return torch.matmul(a.detach(), b.detach())
     return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
 
 

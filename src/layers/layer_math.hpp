@@ -1,5 +1,5 @@
-// Elementwise pieces of the layers, on row-major buffers of f32 or f64: bias, bias gradient,
-// GeLU and its derivative, SGD.
+// Elementwise pieces of the layers, on row-major buffers of f32, f64 or bf16 (computed in double,
+// each result rounded once to the buffer's type): bias, bias gradient, GeLU and its derivative, SGD.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,8 @@
 
 namespace cofuse::detail {
 
+/// p[i] = v, rounded to t.
+void store(DType t, void* p, int64_t i, double v);
 /// y[i, j] += b[j] for a rows x cols y.
 void add_bias(DType t, void* y, int64_t rows, int64_t cols, const void* b);
 /// db[j] = Σ_i dy[i, j].

@@ -14,6 +14,7 @@
 #include "core/exec_model/times.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
+#include "cpu/comm/mpi_util.hpp"
 #include "cpu/compute/gemm.hpp"
 #include "layers/layer_math.hpp"
 
@@ -77,8 +78,8 @@ struct LayerBase {
     const std::string who = std::string(name) + ": ";
     if (c.tokens < 1 || c.in_features < 1 || c.out_features < 1)
       throw Error(ErrorCode::invalid_argument, who + "tokens, in_features and out_features must be >= 1");
-    if (c.dtype != DType::f32 && c.dtype != DType::f64)
-      throw Error(ErrorCode::invalid_argument, who + "the layers run on the CPU executor: dtype f32 or f64");
+    if (c.dtype != DType::f32 && c.dtype != DType::f64 && c.dtype != DType::bf16)
+      throw Error(ErrorCode::invalid_argument, who + "the layers run on the CPU executor: dtype f32, f64 or bf16");
     const int64_t split = column ? c.out_features : c.in_features;
     if (split % ranks != 0)
       throw Error(ErrorCode::invalid_argument, who + (column ? "out_features=" : "in_features=") + std::to_string(split) +
@@ -209,7 +210,7 @@ struct ColumnParallelLinear::Impl : LayerBase {
     if (!cfg.sequence_parallel) return x;
     if (!cfg.keep_gathered_input) {
       const int count = static_cast<int>(t_local * in);
-      const MPI_Datatype type = cfg.dtype == DType::f64 ? MPI_DOUBLE : MPI_FLOAT;
+      const MPI_Datatype type = detail::mpi_type(cfg.dtype);
       if (MPI_Allgather(x, count, type, gathered.data(), count, type, comm) != MPI_SUCCESS)
         throw Error(ErrorCode::mpi, "ColumnParallelLinear: MPI_Allgather of the input failed");
     }

@@ -16,9 +16,7 @@ std::vector<char> block(DType t, const std::vector<double>& full, int64_t ld, in
   std::vector<char> out(std::size_t(rows * cols) * dtype_size(t));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      const double v = full[std::size_t((r0 + i) * ld + c0 + j)] * scale;
-      if (t == DType::f64) reinterpret_cast<double*>(out.data())[i * cols + j] = v;
-      else reinterpret_cast<float*>(out.data())[i * cols + j] = float(v);
+      detail::store(t, out.data(), i * cols + j, full[std::size_t((r0 + i) * ld + c0 + j)] * scale);
     }
   return out;
 }

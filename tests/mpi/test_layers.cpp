@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/common/half.hpp"
 #include "cofuse/cofuse.hpp"
 #include "cofuse/layers.hpp"
 #include "mpi_test_util.hpp"
@@ -62,19 +63,29 @@ Dense column_sums(const Dense& d) {
   return s;
 }
 
+// Element i of a buffer of t, as a double, and back (bf16: its bits, round to nearest even).
+double element(const std::vector<char>& v, DType t, std::size_t i) {
+  if (t == DType::f64) return reinterpret_cast<const double*>(v.data())[i];
+  if (t == DType::bf16) return detail::bf16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
+  return reinterpret_cast<const float*>(v.data())[i];
+}
+
+void set_element(std::vector<char>& v, DType t, std::size_t i, double x) {
+  if (t == DType::f64) reinterpret_cast<double*>(v.data())[i] = x;
+  else if (t == DType::bf16) reinterpret_cast<uint16_t*>(v.data())[i] = detail::float_to_bf16(float(x));
+  else reinterpret_cast<float*>(v.data())[i] = float(x);
+}
+
 std::vector<char> bytes(const Dense& d, DType t) {
   std::vector<char> out(d.v.size() * dtype_size(t));
-  for (std::size_t i = 0; i < d.v.size(); ++i) {
-    if (t == DType::f64) reinterpret_cast<double*>(out.data())[i] = d.v[i];
-    else reinterpret_cast<float*>(out.data())[i] = float(d.v[i]);
-  }
+  for (std::size_t i = 0; i < d.v.size(); ++i) set_element(out, t, i, d.v[i]);
   return out;
 }
 
 double rel_error(const std::vector<char>& got, const Dense& want, DType t) {
   double diff = 0, norm = 0;
   for (std::size_t i = 0; i < want.v.size(); ++i) {
-    const double g = t == DType::f64 ? reinterpret_cast<const double*>(got.data())[i] : reinterpret_cast<const float*>(got.data())[i];
+    const double g = element(got, t, i);
     diff += (g - want.v[i]) * (g - want.v[i]);
     norm += want.v[i] * want.v[i];
   }
@@ -99,10 +110,7 @@ struct Case {
 
 // Every element NaN: a check after a call sees only what that call wrote.
 void poison(std::vector<char>& v, DType t) {
-  for (std::size_t i = 0; i < v.size() / dtype_size(t); ++i) {
-    if (t == DType::f64) reinterpret_cast<double*>(v.data())[i] = std::numeric_limits<double>::quiet_NaN();
-    else reinterpret_cast<float*>(v.data())[i] = std::numeric_limits<float>::quiet_NaN();
-  }
+  for (std::size_t i = 0; i < v.size() / dtype_size(t); ++i) set_element(v, t, i, std::numeric_limits<double>::quiet_NaN());
 }
 
 void check_linear(const Case& c, uint64_t seed) {
@@ -205,7 +213,7 @@ TEST(Layers, EveryLinearLayerMatchesTheDoubleReference) {
   for (bool column : {true, false})
     for (bool sp : {false, true})
       for (bool bias : {false, true})
-        for (DType dtype : {DType::f32, DType::f64})
+        for (DType dtype : {DType::f32, DType::f64, DType::bf16})
           for (const auto& s : schedules) {
             check_linear({column, sp, bias, true, false, dtype, s, 0, ""}, seed + uint64_t(n++));
             if (HasFatalFailure()) return;

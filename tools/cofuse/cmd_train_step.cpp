@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/common/half.hpp"
 #include "cofuse/cofuse.hpp"
 #include "cofuse/layers.hpp"
 #include "commands.hpp"
@@ -56,12 +57,17 @@ struct VariantResult {
   std::vector<std::vector<char>> grads;       // this rank's, after the first step
 };
 
+double element(DType t, const std::vector<char>& v, std::size_t i) {
+  if (t == DType::f64) return reinterpret_cast<const double*>(v.data())[i];
+  if (t == DType::bf16) return detail::bf16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
+  return reinterpret_cast<const float*>(v.data())[i];
+}
+
 double relative_difference(DType t, const std::vector<char>& a, const std::vector<char>& b) {
   double diff = 0, norm = 0;
   const std::size_t n = a.size() / dtype_size(t);
   for (std::size_t i = 0; i < n; ++i) {
-    const double x = t == DType::f64 ? reinterpret_cast<const double*>(a.data())[i] : reinterpret_cast<const float*>(a.data())[i];
-    const double y = t == DType::f64 ? reinterpret_cast<const double*>(b.data())[i] : reinterpret_cast<const float*>(b.data())[i];
+    const double x = element(t, a, i), y = element(t, b, i);
     diff += (x - y) * (x - y);
     norm += y * y;
   }
@@ -266,7 +272,9 @@ std::function<int()> add_train_step_command(CLI::App& app) {
   cmd->add_option("--ffn", args->ffn, "FFN size (the MLP's inner width; divisible by the ranks)")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--tokens", args->tokens, "Tokens per step (rows; divisible by the ranks with --sequence-parallel)")
       ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "f32, f64 or bf16 (oneDNN GEMMs)")
+      ->check(CLI::IsMember({"f32", "f64", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--sequence-parallel", args->sequence_parallel, "Split the block's input and output along tokens");
   cmd->add_flag("--no-bias", args->no_bias, "Layers without bias");
   cmd->add_option("--variants", args->variants,
