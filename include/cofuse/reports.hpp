@@ -56,7 +56,7 @@ struct SimReport {
   std::string json() const;
 };
 
-/// desc, profile_flag: as plan_report. schedule: what to predict; a 16-bit op under a CPU engine
+/// desc, profile_flag: as plan_report. schedule: what to predict; an f16 op under a CPU engine
 /// runs nowhere, and the Error(invalid_argument) says which GPU engine would run it.
 /// tile_rows: fused schedules' GEMM rows per tile, as the executor's. fold: SimOptions::fold
 /// (false: simulate every rank even where one period of them stands for all).

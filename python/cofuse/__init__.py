@@ -45,8 +45,8 @@ def ag_gemm(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="aut
             profile=None):
     """C_r = AllGather(op(A)) · op(B_r), fused. Collective over comm.
 
-    a, b: this rank's A_r and B_r (numpy arrays or torch CPU tensors, float32 or float64,
-      C-contiguous), shaped as docs/ops.md says: axis "m": op(a) [M/P, K], op(b) [K, N/P];
+    a, b: this rank's A_r and B_r (numpy arrays or torch CPU tensors, float32, float64 or
+      bfloat16 (numpy: its raw bits as int16/uint16), C-contiguous), shaped as docs/ops.md says: axis "m": op(a) [M/P, K], op(b) [K, N/P];
       axis "k": op(a) [M, K/P], op(b) [K, N/P]. Global M, N, K are inferred from these and
       P = comm.size.
     comm: an mpi4py.MPI.Comm.
@@ -89,8 +89,8 @@ class Operation:
     Operation(op, m, n, k, comm, *, dtype="float32", axis=None, trans_a=False, trans_b=False,
               schedule="auto", profile=None)
       op: "ag_gemm", "gemm_rs" or "gemm_ar". m, n, k: the GLOBAL sizes of C[M,N] = op(A)·op(B).
-      comm: an mpi4py.MPI.Comm (its size is P). dtype: "float32"/"float64", or a numpy or
-      torch dtype. axis: the sharded axis (None = "m"; gemm_ar has none).
+      comm: an mpi4py.MPI.Comm (its size is P). dtype: "float32"/"float64"/"bfloat16", or a
+      numpy or torch dtype. axis: the sharded axis (None = "m"; gemm_ar has none).
       schedule: as ag_gemm. profile: the profile "auto" plans on, or a fixed schedule is
       predicted on (None: auto uses the rule; a fixed schedule gets no prediction).
     Collective, like every method that runs the op. Use it in a `with` block, or close() it,

@@ -51,7 +51,7 @@ def wrap(result, like_torch, given):
 
 
 def dtype_name(dtype):
-    """'float32' / 'float64' from a string, a numpy dtype or a torch dtype."""
+    """'float32' / 'float64' / 'bfloat16' from a string, a numpy dtype or a torch dtype."""
     if isinstance(dtype, str):
         return dtype
     torch = _torch()

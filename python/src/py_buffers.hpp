@@ -25,7 +25,8 @@ struct Matrix {
   pybind11::buffer_info info;
 };
 
-/// Reads `object` (named `name` in messages) as a C-contiguous 2-D float32 or float64 matrix.
+/// Reads `object` (named `name` in messages) as a C-contiguous 2-D float32, float64 or bf16 matrix
+/// (bf16: a 2-byte integer buffer of its raw bits, numpy having no bfloat16).
 /// A str in its place is a problem the caller already found on this rank (a tensor on a GPU,
 /// say): its text comes back as the Status. writable: the argument is written (out=).
 Status read_matrix(pybind11::handle object, const char* name, bool writable, Matrix& out);

@@ -82,10 +82,12 @@ json machine_json(MPI_Comm comm, const LinkProbe& link) {
   std::set<std::string> hosts;
   for (int r = 0; r < size; ++r) hosts.insert(std::string(names.data() + std::size_t(r) * MPI_MAX_PROCESSOR_NAME));
   const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  const char* omp_threads = std::getenv("OMP_NUM_THREADS");  // oneDNN's (bf16 GEMMs)
   json out = {{"cpu_model", cpu_model()},
               {"cores_online", sysconf(_SC_NPROCESSORS_ONLN)},
               {"hosts", std::vector<std::string>(hosts.begin(), hosts.end())},
               {"openblas_num_threads", blas_threads ? blas_threads : "unset"},
+              {"omp_num_threads", omp_threads ? omp_threads : "unset"},
               {"link", {{"description", link.description}, {"measured", link.measured}}}};
   if (link.measured) {
     out["link"]["probe_bytes"] = link.bytes;

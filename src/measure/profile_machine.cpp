@@ -86,7 +86,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   p.name = args.name;
   p.description = "Measured by " + args.tool + std::string(args.quick ? " --quick" : "") + " on " + hosts + " (" +
                   machine["cpu_model"].get<std::string>() + ", " + std::to_string(ranks) + " ranks, " +
-                  "OPENBLAS_NUM_THREADS=" + machine["openblas_num_threads"].get<std::string>() + "), " + date +
+                  "OPENBLAS_NUM_THREADS=" + machine["openblas_num_threads"].get<std::string>() +
+                  ", OMP_NUM_THREADS=" + machine["omp_num_threads"].get<std::string>() + "), " + date +
                   "; link: " + args.link;
   p.note = args.note;
   p.validated = true;

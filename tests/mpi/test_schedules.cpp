@@ -270,6 +270,26 @@ TEST(Robustness, NonFiniteInputsAreReportedByEveryRank) {
     }
 }
 
+// bf16 operands are scanned too (their bits read as floats): a NaN in A of the last rank.
+TEST(Robustness, NonFiniteBf16InputsAreReportedByEveryRank) {
+  const int p = test::world_size(), rank = test::world_rank();
+  const OpDesc d{OpKind::gemm_ar, 4 * p, 6, 2 * p, DType::bf16, false, false, Axis::none, p};
+  const LocalShapes s = d.local_shapes();
+  std::vector<uint16_t> a(s.a.elements(), 0x3f00 /* 0.5 */), b(s.b.elements(), 0x3e80 /* 0.25 */), c(s.c.elements());
+  if (rank == p - 1) a[3] = 0x7fc0;  // NaN
+  ExecSettings checked;
+  checked.check_finite = true;
+  Operation op(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"), checked);
+  std::string message;
+  try {
+    op.execute({a.data(), b.data(), c.data(), nullptr});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  if (rank == p - 1) EXPECT_NE(message.find("operand a holds NaN at stored row"), std::string::npos) << message;
+  else EXPECT_NE(message.find("rank " + std::to_string(p - 1) + " passed unusable buffers"), std::string::npos) << message;
+}
+
 TEST(Trace, OverlappedScheduleOverlapsAndSerialDoesNot) {
   const int p = test::world_size(), rank = test::world_rank();
   if (p < 2) GTEST_SKIP() << "nothing to communicate on one rank";

@@ -30,7 +30,7 @@ void add_op_options(CLI::App* app, OpArgs& args, Dtypes dtypes) {
   const std::vector<std::string> names = dtype_names(dtypes);
   std::string help;
   for (const std::string& n : names) help += (help.empty() ? "" : " | ") + n;
-  if (dtypes == Dtypes::any_backend) help += " (bf16, f16: the profile's 16-bit rate, on GPU profiles)";
+  if (dtypes == Dtypes::any_backend) help += " (bf16, f16: the profile's 16-bit rate)";
   app->add_option("--op", args.op, "ag_gemm | gemm_rs | gemm_ar")
       ->check(CLI::IsMember({"ag_gemm", "gemm_rs", "gemm_ar"}))
       ->capture_default_str();
@@ -51,7 +51,7 @@ void add_list_options(CLI::App* app, ListArgs& args, const std::string& m_note) 
   app->add_option("--m", args.m, "Global M values (a list)" + m_note)->capture_default_str();
   app->add_option("--n", args.n, "Global N values (a list)")->capture_default_str();
   app->add_option("--k", args.k, "Global K values (a list)")->capture_default_str();
-  app->add_option("--dtype", args.dtypes, "f32, f64 (a list)")->capture_default_str();
+  app->add_option("--dtype", args.dtypes, "f32, f64, bf16 (a list)")->capture_default_str();
   app->add_option("--axis", args.axes, "Sharded axes (a list): auto, m, n, k, none; combinations an op cannot take are skipped")
       ->capture_default_str();
   app->add_flag("--trans-a", args.trans_a, "A is stored transposed");

@@ -39,6 +39,8 @@ void bf16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
 }  // namespace
 
 MPI_Op mpi_sum(DType dtype) {
+  if (dtype == DType::f16)  // MPI_UINT16_T under MPI_SUM would add the bit patterns as integers
+    throw Error(ErrorCode::internal, "mpi_sum: no f16 sum on the CPU (can_run refuses f16 there)");
   if (dtype != DType::bf16) return MPI_SUM;
   static const MPI_Op op = [] {
     MPI_Op made = MPI_OP_NULL;

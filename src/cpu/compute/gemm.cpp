@@ -38,49 +38,47 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
     std::map<Key, std::pair<dnnl::matmul, dnnl::matmul::primitive_desc>> primitives;  // made once per shape
     std::vector<char> scratch;  // an aligned C for a caller's C that is not
   };
-  // One per thread: a stream is not for two threads at once, and each executor's compute engine
-  // is one thread.
-  thread_local Engine e;
   auto md = [](int64_t rows, int64_t cols, int64_t ld, bool trans) {
     return memory::desc({rows, cols}, memory::data_type::bf16, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
   };
-  // The primitive for C rows `ld` elements apart, made on first use.
-  auto primitive = [&](int64_t ld) {
-    const Key key{m, n, k, a.ld, b.ld, ld, a.trans, b.trans, accumulate};
-    auto it = e.primitives.find(key);
-    if (it != e.primitives.end()) return it;
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops sum;
-      sum.append_sum(1.0f);
-      attr.set_post_ops(sum);
-    }
-    const dnnl::matmul::desc desc(md(m, k, a.ld, a.trans), md(k, n, b.ld, b.trans), md(m, n, ld, false));
-    const dnnl::matmul::primitive_desc pd(desc, attr, e.engine);
-    return e.primitives.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
-  };
   try {
-    auto found = primitive(ldc);
-    const dnnl::matmul::primitive_desc& pd = found->second.second;
-    memory src(pd.src_desc(), e.engine, const_cast<void*>(a.data));
-    memory weights(pd.weights_desc(), e.engine, const_cast<void*>(b.data));
+    // One per thread: a stream is not for two threads at once, and each executor's compute
+    // engine is one thread.
+    thread_local Engine e;
+    // The primitive for C rows `ld` elements apart, made on first use.
+    auto primitive = [&](int64_t ld) {
+      const Key key{m, n, k, a.ld, b.ld, ld, a.trans, b.trans, accumulate};
+      auto it = e.primitives.find(key);
+      if (it != e.primitives.end()) return it;
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops sum;
+        sum.append_sum(1.0f);
+        attr.set_post_ops(sum);
+      }
+      const dnnl::matmul::desc desc(md(m, k, a.ld, a.trans), md(k, n, b.ld, b.trans), md(m, n, ld, false));
+      const dnnl::matmul::primitive_desc pd(desc, attr, e.engine);
+      return e.primitives.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
+    };
     // oneDNN's AMX kernels write C 2.4x slower where C does not start on a cache line (2048x1024x128
     // here: 5.7 ms into a std::vector's 16-byte-aligned memory, 2.4 ms 64-byte aligned), so such a
     // C goes through an aligned copy of its rows, which costs a fraction of that.
     const bool aligned = reinterpret_cast<uintptr_t>(c) % 64 == 0 && (ldc * 2) % 64 == 0;
     void* out = c;
-    int64_t ld_out = ldc;
+    const int64_t ld_out = aligned ? ldc : (n + 31) / 32 * 32;  // 64-byte rows
     if (!aligned) {
-      ld_out = (n + 31) / 32 * 32;  // 64-byte rows
       const std::size_t bytes = static_cast<std::size_t>(m * ld_out) * 2 + 64;
       if (e.scratch.size() < bytes) e.scratch.resize(bytes);
       out = e.scratch.data() + (64 - reinterpret_cast<uintptr_t>(e.scratch.data()) % 64) % 64;
       if (accumulate)
         for (int64_t i = 0; i < m; ++i)
           std::memcpy(static_cast<char*>(out) + i * ld_out * 2, static_cast<const char*>(c) + i * ldc * 2, n * 2);
-      found = primitive(ld_out);
     }
-    memory dst(found->second.second.dst_desc(), e.engine, out);
+    const auto found = primitive(ld_out);
+    const dnnl::matmul::primitive_desc& pd = found->second.second;
+    memory src(pd.src_desc(), e.engine, const_cast<void*>(a.data));
+    memory weights(pd.weights_desc(), e.engine, const_cast<void*>(b.data));
+    memory dst(pd.dst_desc(), e.engine, out);
     found->second.first.execute(e.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     e.stream.wait();
     if (!aligned)
@@ -93,6 +91,20 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
 }
 
 }  // namespace
+
+std::string bf16_gemm_problem() {
+  static const std::string problem = [] {
+    try {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      const dnnl::memory::desc md({16, 16}, dnnl::memory::data_type::bf16, dnnl::memory::dims{16, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), engine);
+      return std::string();
+    } catch (const dnnl::error& e) {
+      return dnnl_version() + " has no bf16 matmul for this CPU (it needs AVX-512; x86-64 only): " + e.what();
+    }
+  }();
+  return problem;
+}
 
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
           bool accumulate) {

@@ -32,6 +32,9 @@ std::string blas_version();
 /// The oneDNN build the bf16 GEMMs run on, e.g. "oneDNN 2.6.3 (CPU runtime OMP)".
 std::string dnnl_version();
 
+/// "" where oneDNN multiplies bf16 on this CPU; otherwise why not (it needs AVX-512). Probed once.
+std::string bf16_gemm_problem();
+
 /// Empty, or why OpenBLAS runs kernels far slower than this CPU allows (it did not recognise the
 /// CPU and fell back to pre-AVX2 kernels) and the OPENBLAS_CORETYPE that fixes it.
 std::string blas_fallback_warning();

@@ -12,6 +12,7 @@
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/host_layout.hpp"
+#include "cpu/compute/gemm.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "cpu/exec/cpu_executor.hpp"
 
@@ -83,6 +84,9 @@ Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule
                                          std::to_string(state.size) + " ranks");
   const Schedule planned = detail::with_machine_hosts(schedule, state.comm);
   throw_if_error(can_run(Backend::cpu_mpi, desc, planned));
+  // What can_run cannot know: whether this CPU multiplies bf16 at all (oneDNN needs AVX-512).
+  if (const std::string no_bf16 = desc.dtype == DType::bf16 ? detail::bf16_gemm_problem() : ""; !no_bf16.empty())
+    throw Error(ErrorCode::invalid_argument, std::string(to_string(desc.op)) + ": dtype bf16: " + no_bf16);
   state_ = &state;
   executor_ = std::make_unique<detail::CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
 }
