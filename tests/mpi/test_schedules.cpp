@@ -232,21 +232,26 @@ TEST(Determinism, EveryOpAndPresetIsBitwiseRepeatable) {
   }
 }
 
+// What one call with ExecSettings::check_finite on throws ("" when nothing).
+std::string finite_checked_error(const OpDesc& d, const OpBuffers& buffers) {
+  ExecSettings checked;
+  checked.check_finite = true;
+  Operation op(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"), checked);
+  try {
+    op.execute(buffers);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Robustness, NonFiniteInputsAreReportedByEveryRank) {
   const int p = test::world_size(), rank = test::world_rank();
   const OpDesc d{OpKind::gemm_rs, 4 * p, 6, 2 * p, DType::f64, false, false, Axis::m, p};
   const LocalShapes s = d.local_shapes();
   std::vector<double> a(s.a.elements(), 0.5), b(s.b.elements(), 0.25), c(s.c.elements());
   if (rank == p - 1) b[7] = std::numeric_limits<double>::infinity();
-  ExecSettings checked;
-  checked.check_finite = true;
-  Operation op(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"), checked);
-  std::string message;
-  try {
-    op.execute({a.data(), b.data(), c.data(), nullptr});
-  } catch (const Error& e) {
-    message = e.what();
-  }
+  const std::string message = finite_checked_error(d, {a.data(), b.data(), c.data(), nullptr});
   if (rank == p - 1)
     EXPECT_NE(message.find("operand b holds an infinity at stored row 1, column 1 (of " + std::to_string(s.b.rows) + " x 6) on rank " +
                            std::to_string(p - 1)),
@@ -277,15 +282,7 @@ TEST(Robustness, NonFiniteBf16InputsAreReportedByEveryRank) {
   const LocalShapes s = d.local_shapes();
   std::vector<uint16_t> a(s.a.elements(), 0x3f00 /* 0.5 */), b(s.b.elements(), 0x3e80 /* 0.25 */), c(s.c.elements());
   if (rank == p - 1) a[3] = 0x7fc0;  // NaN
-  ExecSettings checked;
-  checked.check_finite = true;
-  Operation op(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d"), checked);
-  std::string message;
-  try {
-    op.execute({a.data(), b.data(), c.data(), nullptr});
-  } catch (const Error& e) {
-    message = e.what();
-  }
+  const std::string message = finite_checked_error(d, {a.data(), b.data(), c.data(), nullptr});
   if (rank == p - 1) EXPECT_NE(message.find("operand a holds NaN at stored row"), std::string::npos) << message;
   else EXPECT_NE(message.find("rank " + std::to_string(p - 1) + " passed unusable buffers"), std::string::npos) << message;
 }
