@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo the main job runs (after setup and build): seed 000's layer and a larger layer on 2
-# local ranks, serial vs naive overlap vs the best cofuse schedules, first over shared memory,
+# local ranks, in f32 and in bf16, serial vs naive overlap vs the best cofuse schedules, first over shared memory,
 # then over TCP with a full-duplex shaped link per rank (bench/netlab, needs root; skipped
 # with a note otherwise).
 # Writes to ${COFUSE_DEMO_OUT:-out/demo}: records.jsonl + records.csv, traces/, and pictures
@@ -37,7 +37,8 @@ echo
 echo "== pictures"
 /usr/bin/python3 bench/plot.py sweep "$out/records.jsonl" --out "$out"
 for dir in "$out"/traces-*; do
-  for t in "$dir"/case2-serial.json "$dir"/case2-best.json; do
+  # case 2: the larger layer at M = 1024 in f32; case 6: the same in bf16
+  for t in "$dir"/case2-serial.json "$dir"/case2-best.json "$dir"/case6-serial.json "$dir"/case6-best.json; do
     [ -f "$t" ] && /usr/bin/python3 bench/plot.py trace "$t" "$out/timeline-$(basename "$dir")-$(basename "$t" .json).png"
   done
 done
