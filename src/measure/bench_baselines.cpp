@@ -117,8 +117,7 @@ Sample GemmAlone::run(const OpBuffers& buffers) {
   const Operand a = gathered ? operand(buffers.gathered, s.gathered, d_.trans_a, d_.dtype)
                              : operand(buffers.a, s.a, d_.trans_a, d_.dtype);
   const Operand b = operand(buffers.b, s.b, d_.trans_b, d_.dtype);
-  unsigned char* partial = partial_.data() + (64 - reinterpret_cast<uintptr_t>(partial_.data()) % 64) % 64;
-  void* c = d_.op == OpKind::gemm_rs ? static_cast<void*>(partial) : buffers.c;
+  void* c = d_.op == OpKind::gemm_rs ? static_cast<void*>(detail::first_cache_line(partial_.data())) : buffers.c;
   Sample out;
   const double start = steady_seconds();
   blas(d_.dtype, g.m, g.n, g.k, a, 0, b, 0, c, g.n, &out.gemm_s);

@@ -73,7 +73,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
   std::vector<uint16_t> ha(n * n), hb(n * n);  // bf16 inputs of the same values; C on a cache line below
   for (std::size_t i = 0; i < n * n; ++i) ha[i] = hb[i] = detail::float_to_bf16(float(da[i]));
   std::vector<uint16_t> hc_storage(n * n + 32);
-  uint16_t* hc_aligned = hc_storage.data() + (64 - reinterpret_cast<uintptr_t>(hc_storage.data()) % 64) % 64 / 2;
+  uint16_t* hc_aligned = detail::first_cache_line(hc_storage.data());
   const std::size_t bytes = std::size_t(r.copy_mib) << 20;
   std::vector<char> from(bytes, 1), to(bytes, 0);  // written now, so no page fault is timed
 

@@ -53,7 +53,7 @@ TEST(GemmBf16, MatchesADoubleProductRoundedOnce) {
   // C where the AMX kernels write it directly (64-byte aligned rows) and where it goes through an
   // aligned copy (gemm.cpp says why).
   std::vector<uint16_t> storage(m * 32 + 32);
-  uint16_t* aligned_c = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64 / 2;
+  uint16_t* aligned_c = detail::first_cache_line(storage.data());
   for (bool aligned : {true, false})
   for (bool ta : {false, true})
     for (bool tb : {false, true})

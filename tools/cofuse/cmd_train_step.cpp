@@ -57,17 +57,11 @@ struct VariantResult {
   std::vector<std::vector<char>> grads;       // this rank's, after the first step
 };
 
-double element(DType t, const std::vector<char>& v, std::size_t i) {
-  if (t == DType::f64) return reinterpret_cast<const double*>(v.data())[i];
-  if (t == DType::bf16) return detail::bf16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
-  return reinterpret_cast<const float*>(v.data())[i];
-}
-
 double relative_difference(DType t, const std::vector<char>& a, const std::vector<char>& b) {
   double diff = 0, norm = 0;
   const std::size_t n = a.size() / dtype_size(t);
   for (std::size_t i = 0; i < n; ++i) {
-    const double x = element(t, a, i), y = element(t, b, i);
+    const double x = detail::element_value(t, a.data(), int64_t(i)), y = detail::element_value(t, b.data(), int64_t(i));
     diff += (x - y) * (x - y);
     norm += y * y;
   }

@@ -39,9 +39,7 @@ std::string rank_prefix(std::size_t ranks, std::size_t rank) {
 std::string first_non_finite(const char* name, DType t, const void* data, MatrixShape shape) {
   if (t == DType::f16) return "";  // f16 lives on a GPU (the CUDA backends never scan): not scanned
   for (int64_t i = 0; i < shape.elements(); ++i) {
-    const double v = t == DType::f64    ? static_cast<const double*>(data)[i]
-                     : t == DType::bf16 ? bf16_to_float(static_cast<const uint16_t*>(data)[i])
-                                        : static_cast<const float*>(data)[i];
+    const double v = element_value(t, data, i);
     if (!std::isfinite(v))
       return std::string("operand ") + name + " holds " + (std::isnan(v) ? "NaN" : "an infinity") + " at stored row " +
              std::to_string(i / shape.cols) + ", column " + std::to_string(i % shape.cols) + " (of " +

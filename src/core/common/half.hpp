@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cofuse/op_desc.hpp"
+
 namespace cofuse::detail {
 
 inline uint32_t float_bits(float f) {
@@ -44,6 +46,17 @@ inline float f16_to_float(uint16_t h) {
   if (exp == 0) return (sign ? -1.0f : 1.0f) * float(mant) * 0x1.0p-24f;
   if (exp == 31) return bits_float(sign | 0x7f800000u | (mant << 13));
   return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+/// Element i of a host buffer of t, as a double (16-bit types converted exactly).
+inline double element_value(DType t, const void* data, int64_t i) {
+  switch (t) {
+    case DType::f64: return static_cast<const double*>(data)[i];
+    case DType::f32: return static_cast<const float*>(data)[i];
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+  }
+  return 0;
 }
 
 }  // namespace cofuse::detail

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cofuse/status.hpp"
-#include "core/common/half.hpp"
+#include "core/stream/view_ops.hpp"
 
 namespace cofuse::detail {
 
@@ -28,12 +28,12 @@ MPI_Datatype mpi_type(DType dtype) {
 
 namespace {
 
-// MPI_User_function for bf16 sums: inout[i] = round(float(in[i]) + float(inout[i])). Called with
-// contiguous elements only (cofuse reduces no strided datatype: can_run refuses it).
+// MPI_User_function for bf16 sums: inout += in, as the executor's reductions add (add_view: in
+// f32, rounded once). Called with contiguous elements only (cofuse reduces no strided datatype:
+// can_run refuses it).
 void bf16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
-  const auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *length; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+  const View row{Buf::work, 0, 1, *length, *length};
+  add_view(DType::bf16, in, row, inout, row);
 }
 
 }  // namespace

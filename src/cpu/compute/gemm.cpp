@@ -69,7 +69,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
     if (!aligned) {
       const std::size_t bytes = static_cast<std::size_t>(m * ld_out) * 2 + 64;
       if (e.scratch.size() < bytes) e.scratch.resize(bytes);
-      out = e.scratch.data() + (64 - reinterpret_cast<uintptr_t>(e.scratch.data()) % 64) % 64;
+      out = first_cache_line(e.scratch.data());
       if (accumulate)
         for (int64_t i = 0; i < m; ++i)
           std::memcpy(static_cast<char*>(out) + i * ld_out * 2, static_cast<const char*>(c) + i * ldc * 2, n * 2);

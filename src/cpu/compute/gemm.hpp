@@ -29,6 +29,14 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b
 /// The OpenBLAS build cofuse runs on, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".
 std::string blas_version();
 
+/// The first 64-byte-aligned address at or after p (its buffer needs 63 bytes to spare): where a
+/// bf16 GEMM writes C at full speed (gemm.cpp says why).
+template <typename T>
+T* first_cache_line(T* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<T*>(address + (64 - address % 64) % 64);
+}
+
 /// The oneDNN build the bf16 GEMMs run on, e.g. "oneDNN 2.6.3 (CPU runtime OMP)".
 std::string dnnl_version();
 
