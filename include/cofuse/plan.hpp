@@ -14,12 +14,18 @@
 namespace cofuse {
 
 /// The buffers a plan's views point into: the caller's a, b, c, the gathered operand
-/// (the caller's, or a region of the workspace when the caller passes none), and the plan's
-/// own workspace (staging, partial sums).
-enum class Buf : uint8_t { a, b, c, gathered, work };
+/// (the caller's, or a region of the workspace when the caller passes none), the plan's own
+/// workspace (staging, partial sums) and its wide workspace: partial sums in f32 of a 16-bit op
+/// whose schedule says wire=f32 (after the workspace, see Plan::workspace_bytes).
+enum class Buf : uint8_t { a, b, c, gathered, work, wide };
+constexpr int kBufCount = 6;
+
+/// The element type of a view into `buf` in a plan of an op of `op_dtype`: f32 in the wide
+/// workspace, the op's dtype everywhere else.
+inline DType element_type(DType op_dtype, Buf buf) { return buf == Buf::wide ? DType::f32 : op_dtype; }
 
 /// A row-major matrix view: `rows` rows of `cols` elements, `ld` elements between row starts,
-/// beginning `offset` elements into buffer `buf`.
+/// beginning `offset` elements into buffer `buf` (elements of the buffer's element_type).
 struct View {
   Buf buf = Buf::work;
   int64_t offset = 0;
@@ -35,9 +41,10 @@ enum class TaskKind : uint8_t {
   gemm,        // z (+)= op(x) · op(y)
   send,        // send view x to `peer`
   recv,        // receive view z from `peer`
-  reduce,      // z += x (a received partial added into a local one)
+  reduce,      // z += x (a received partial added into a local one, both of one element type)
   pack,        // z = x: strided -> contiguous staging, before sending
-  unpack,      // z = x: contiguous staging -> strided destination, after receiving
+  unpack,      // z = x: staging -> the destination, after receiving; from the wide workspace
+               //   into C it rounds f32 sums to the op's dtype (wire=f32)
   collective,  // a library collective on one piece (see Collective)
 };
 
@@ -74,11 +81,21 @@ struct Plan {
   Schedule schedule;
   int rank = 0;
   std::vector<Task> tasks;        // a topological order: every dep precedes its task
-  int64_t work_elements = 0;      // workspace the plan needs, in elements of desc.dtype
+  int64_t work_elements = 0;      // the workspace in elements of desc.dtype (the wide one
+                                  // follows it: workspace_bytes() is what a call needs)
   int64_t gathered_offset = -1;   // ag_gemm: where the gathered operand lives in the workspace
                                   // when the caller passes no gathered buffer; it is the last
                                   // region, so with a caller's buffer only this much is needed
+  int64_t wide_elements = 0;      // the wide workspace (f32 partial sums, wire=f32), in f32
   std::string order;              // how chunk order avoids deadlock, in words
+
+  /// The bytes of workspace one call needs: work_elements of desc.dtype, then the wide
+  /// workspace from wide_offset_bytes(). caller_gathered: the caller passes the gathered
+  /// operand (ag_gemm), so only the workspace before gathered_offset is needed (a plan with a
+  /// wide workspace has no gathered operand; it needs all of it either way).
+  int64_t workspace_bytes(bool caller_gathered = false) const;
+  /// Where the wide workspace starts in the workspace: past work_elements, 64-byte aligned.
+  int64_t wide_offset_bytes() const;
 
   /// Human-readable listing: header, workspace, then one line per task with engine and deps.
   std::string dump() const;

@@ -31,11 +31,18 @@
 //                                     (detail::host_layout), the simulator and the planner from
 //                                     the profile (with_host_ranks). A wrong R still computes the
 //                                     right answer, only over slower links
+//   wire     op | f32                 how partial sums of gemm_rs / gemm_ar travel and are kept
+//                                     op: in the op's dtype, each sum rounded to it on the way;
+//                                     f32 (bf16 ops, CPU executor): in f32 (a second workspace),
+//                                     so a block's whole sum is rounded once, when it lands in C
+//                                     (twice the bytes). ag_gemm and the all-gather half of
+//                                     gemm_ar move no partial sums; other dtypes have only op
 //
 // String form (parses and prints round-trip), fields in this order:
 //   overlap=chunk,chunks=4,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring
-// followed by ",topo=2level" (and ",host_ranks=R" when R is set) for two-level schedules only:
-// flat schedules print as they did before topo existed, so stored strings keep their meaning.
+// followed by ",topo=2level" (and ",host_ranks=R" when R is set) for two-level schedules only,
+// then ",wire=f32" where partial sums travel in f32: the schedules that existed before these
+// fields print as they did, so stored strings keep their meaning.
 // A preset name may stand for all fields, optionally followed by overrides:
 //   "hetero-unfused-1d", "hetero-unfused-1d,chunks=8".
 //
@@ -72,6 +79,8 @@ using Engine [[deprecated("use CommDriver (and Schedule::driver)")]] = CommDrive
 enum class Algo { coll, ring, direct };
 /// The schedule's view of where ranks sit: all alike (flat), or hosts of host_ranks ranks.
 enum class Topo { flat, two_level };  // printed "flat", "2level"
+/// The element type partial sums travel and are summed in: the op's, or f32.
+enum class Wire { op, f32 };
 
 struct Schedule {
   Overlap overlap = Overlap::none;
@@ -83,6 +92,7 @@ struct Schedule {
   Algo algo = Algo::coll;
   Topo topo = Topo::flat;
   int host_ranks = 0;  // topo=2level: ranks per host; 0 = the machine's (see with_host_ranks)
+  Wire wire = Wire::op;
 
   /// The full string form, every field, e.g. "overlap=none,chunks=1,split=1d,...".
   std::string to_string() const;
@@ -143,5 +153,6 @@ const char* to_string(Fusion v);
 const char* to_string(CommDriver v);
 const char* to_string(Algo v);
 const char* to_string(Topo v);
+const char* to_string(Wire v);
 
 }  // namespace cofuse

@@ -108,9 +108,7 @@ CheckResult checked(const std::function<Sample()>& run, Operation* op, Inputs& i
 
 int64_t reserved_bytes(const Operation& op) {
   // The bench passes a gathered buffer, so the workspace is everything before it.
-  const Plan& plan = op.plan();
-  const int64_t elements = plan.gathered_offset >= 0 ? plan.gathered_offset : plan.work_elements;
-  return elements * static_cast<int64_t>(dtype_size(plan.desc.dtype));
+  return op.plan().workspace_bytes(true);
 }
 
 // Rank 0 writes the trace; all ranks learn whether it worked (a failed write is reported, and

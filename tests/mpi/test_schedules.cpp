@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include <limits>
 
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "cofuse/cofuse.hpp"
+#include "core/common/half.hpp"
 #include "mpi_test_util.hpp"
 
 namespace cofuse {
@@ -67,6 +69,21 @@ std::vector<ScheduleCase> preset_cases() {
                        identifier(std::string(to_string(op)) + "_" + to_string(axis) + "_bf16_" + preset.name +
                                   (d.trans_a ? "_Ta" : "") + (d.trans_b ? "_Tb" : ""))});
       }
+  // bf16 partial sums in f32 (wire=f32): every preset, the direct exchanges and a two-level ring
+  // (hosts of 2 where the ranks split so), transposes varying with the case.
+  std::vector<std::string> wide = {"shard,algo=direct", "hetero-unfused-1d,algo=direct", "serial,algo=direct",
+                                   "uniform-fused-2d,algo=direct,chunks=3"};
+  for (const Preset& preset : presets()) wide.push_back(preset.name);
+  if (p % 2 == 0 && p > 2) wide.push_back("hetero-unfused-1d,topo=2level,host_ranks=2");
+  for (auto [op, axis] : kOps)
+    for (const std::string& text : wide) {
+      ++index;
+      const OpDesc d{op, 7 * p, 5 * p, 9 * p, DType::bf16, index % 2 == 0, index % 4 >= 2, axis, static_cast<int>(p)};
+      const Schedule s = *Schedule::parse(text + ",wire=f32");
+      if (!can_run(Backend::cpu_mpi, d, s).ok()) continue;
+      out.push_back({d, s, identifier(std::string(to_string(op)) + "_" + to_string(axis) + "_bf16_wire_f32_" + text +
+                                      (d.trans_a ? "_Ta" : "") + (d.trans_b ? "_Tb" : ""))});
+    }
   return out;
 }
 
@@ -273,6 +290,42 @@ TEST(Robustness, NonFiniteInputsAreReportedByEveryRank) {
       if (j == 1) EXPECT_TRUE(std::isinf(v) && v > 0) << "C[" << i << ", 1] = " << v << " on rank " << rank;
       else EXPECT_TRUE(std::isfinite(v)) << "C[" << i << ", " << j << "] = " << v << " on rank " << rank;
     }
+}
+
+// wire=f32 rounds each element of C once: a bf16 gemm_ar's C is then the exact sum (in double)
+// rounded to bf16, but for elements within f32 accumulation error of a rounding boundary (a few
+// in 10^4). Every rank regenerates every rank's inputs (fill_random is deterministic) to know
+// the exact sums. With wire=op the GEMM's partial and the running sum after each of the P-1
+// additions are rounded, so from P = 2 on many elements miss by an ulp: that share is printed,
+// not asserted (it is chance).
+TEST(Wire, F32PartialSumsRoundEachElementOnce) {
+  const int p = test::world_size(), rank = test::world_rank();
+  const OpDesc d{OpKind::gemm_ar, 8 * p, 64, 32 * p, DType::bf16, false, false, Axis::none, p};
+  const LocalShapes s = d.local_shapes();
+  const uint64_t seed = test::run_seed();
+  std::vector<std::vector<uint16_t>> a(p, std::vector<uint16_t>(s.a.elements())), b(p, std::vector<uint16_t>(s.b.elements()));
+  for (int j = 0; j < p; ++j) {
+    fill_random(d.dtype, a[j].data(), s.a.elements(), seed, 2 * j);
+    fill_random(d.dtype, b[j].data(), s.b.elements(), seed, 2 * j + 1);
+  }
+  const int64_t kp = d.k / p;
+  for (const char* text : {"hetero-unfused-1d,wire=f32", "shard,algo=direct,wire=f32", "serial,wire=f32",
+                           "hetero-unfused-1d"}) {
+    std::vector<uint16_t> c(s.c.elements());
+    Operation(d, MPI_COMM_WORLD, *Schedule::parse(text)).execute({a[rank].data(), b[rank].data(), c.data(), nullptr});
+    int64_t exact = 0;
+    for (int64_t i = 0; i < d.m; ++i)
+      for (int64_t n = 0; n < d.n; ++n) {
+        double sum = 0;
+        for (int j = 0; j < p; ++j)
+          for (int64_t k = 0; k < kp; ++k)
+            sum += double(detail::bf16_to_float(a[j][i * kp + k])) * detail::bf16_to_float(b[j][k * d.n + n]);
+        exact += c[i * d.n + n] == detail::float_to_bf16(float(sum));
+      }
+    const double share = double(exact) / double(d.m * d.n);
+    if (std::string(text).find("wire=f32") != std::string::npos) EXPECT_GE(share, 0.995) << text;
+    else if (rank == 0) std::printf("wire=op (%s): %.1f%% of C rounded once from the exact sum\n", text, 100 * share);
+  }
 }
 
 // bf16 operands are scanned too (their bits read as floats): a NaN in A of the last rank.

@@ -81,15 +81,17 @@ def test_bfloat16_tensors(comm, rng, op, axis):
         else:
             total = full_a @ full_b
             want = total if op == "gemm_ar" else block(total, 0 if axis == "m" else 1)
-        kwargs = dict(trans_a=trans_a, trans_b=trans_b, schedule="hetero-unfused-1d")
-        if axis:
-            kwargs["axis"] = axis
-        c = getattr(cofuse, op)(a16, b16, comm, **kwargs)
-        assert c.dtype is torch.bfloat16
-        got = c.double().numpy()
-        error = np.linalg.norm(got - want) / np.linalg.norm(want)
-        bound = 8 * np.finfo(np.float32).eps * (np.sqrt(k) + 4) + 2.0 ** -7  # op_desc.hpp's tolerance(bf16, k)
-        assert error <= bound, f"{op} axis {axis} trans {trans_a},{trans_b}: error {error:.3g} > {bound:.3g}"
+        # partial sums in bf16, and (reductions only) in float32 until each block is summed
+        for schedule in ["hetero-unfused-1d"] + ([] if op == "ag_gemm" else ["hetero-unfused-1d,wire=f32"]):
+            kwargs = dict(trans_a=trans_a, trans_b=trans_b, schedule=schedule)
+            if axis:
+                kwargs["axis"] = axis
+            c = getattr(cofuse, op)(a16, b16, comm, **kwargs)
+            assert c.dtype is torch.bfloat16
+            got = c.double().numpy()
+            error = np.linalg.norm(got - want) / np.linalg.norm(want)
+            bound = 8 * np.finfo(np.float32).eps * (np.sqrt(k) + 4) + 2.0 ** -7  # op_desc.hpp's tolerance(bf16, k)
+            assert error <= bound, f"{op} axis {axis} trans {trans_a},{trans_b} {schedule}: error {error:.3g} > {bound:.3g}"
 
 
 @pytest.mark.parametrize("op,axis", LAYOUTS)

@@ -23,6 +23,22 @@ std::vector<OpDesc> descs(int p) {
   for (auto [kind, axis] : ops)
     for (bool t : {false, true}) out.push_back(OpDesc{kind, 5 * p, 3 * p, 7 * p, DType::f32, t, !t, axis, p});
   out.push_back(OpDesc{OpKind::gemm_ar, 3, 4, 2 * p, DType::f64, false, false, Axis::none, p});  // M < P for p = 4
+  // bf16 reductions, whose schedules come in both wires (schedules_of)
+  out.push_back(OpDesc{OpKind::gemm_rs, 5 * p, 3 * p, 7 * p, DType::bf16, true, false, Axis::n, p});
+  out.push_back(OpDesc{OpKind::gemm_ar, 5 * p + 1, 3 * p, 7 * p, DType::bf16, false, true, Axis::none, p});
+  return out;
+}
+
+// enumerate_schedules' schedules, each followed by its wire=f32 twin where d has one (a bf16
+// reduction): the planner never picks a wire, a caller does.
+std::vector<Schedule> schedules_of(const OpDesc& d, const std::vector<int>& chunks, int per_host) {
+  std::vector<Schedule> out;
+  for (const Schedule& s : enumerate_schedules(d, chunks, per_host)) {
+    out.push_back(s);
+    Schedule wide = s;
+    wide.wire = Wire::f32;
+    if (wide.validate_for(d).ok()) out.push_back(wide);
+  }
   return out;
 }
 
@@ -34,6 +50,7 @@ int64_t buffer_elements(const OpDesc& d, const Plan& plan, Buf buf) {
     case Buf::c: return s.c.elements();
     case Buf::gathered: return s.gathered.elements();
     case Buf::work: return plan.work_elements;
+    case Buf::wide: return plan.wide_elements;
   }
   return 0;
 }
@@ -52,7 +69,7 @@ const std::pair<int, int> kLayouts[] = {{1, 0}, {2, 0}, {3, 0}, {4, 2}, {6, 2}, 
 TEST(Lower, EveryPlanIsSound) {
   for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
-      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8}, per_host)) {
+      for (const Schedule& s : schedules_of(d, {1, 2, 3, 8}, per_host)) {
         if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
         SCOPED_TRACE(d.to_string() + " | " + s.to_string());
         // (from, to, tag) -> elements, for sends and receives across all ranks.
@@ -83,6 +100,16 @@ TEST(Lower, EveryPlanIsSound) {
               EXPECT_EQ(t.x.rows, t.z.rows) << t.label;
               EXPECT_EQ(t.x.cols, t.z.cols) << t.label;
             }
+            // wire=f32: partial sums move and add in f32, and C is written once per element, by
+            // the unpack that rounds a finished f32 sum (no addition lands in C, no GEMM writes it).
+            const bool wide = s.wire == Wire::f32;
+            EXPECT_EQ(plan.wide_elements > 0, wide) << "a wide workspace exactly where wire=f32";
+            if (wide && (t.kind == TaskKind::reduce || t.kind == TaskKind::gemm)) EXPECT_NE(t.z.buf, Buf::c) << t.label;
+            if (wide && t.kind == TaskKind::reduce) EXPECT_EQ(t.x.buf, Buf::wide) << t.label;
+            if (wide && t.kind == TaskKind::gemm) EXPECT_EQ(t.z.buf, Buf::wide) << t.label;
+            if (t.kind == TaskKind::send && t.x.buf == Buf::wide) EXPECT_EQ(t.bytes, t.x.elements() * 4) << t.label;
+            if (t.kind == TaskKind::send && t.x.buf != Buf::wide)
+              EXPECT_EQ(t.bytes, t.x.elements() * int64_t(dtype_size(d.dtype))) << t.label;
           }
           // Each rank does its share of the layer's multiply-adds (that the right ones, each
           // once, reach the right element is Lower.EveryOutputElementGetsEveryProductOnce).
@@ -144,6 +171,7 @@ class SymbolicRun {
       m[int(Buf::c)].resize(std::size_t(s.c.elements()));
       m[int(Buf::gathered)].resize(std::size_t(s.gathered.elements()));
       m[int(Buf::work)].resize(std::size_t(plans_[std::size_t(r)].work_elements));
+      m[int(Buf::wide)].resize(std::size_t(plans_[std::size_t(r)].wide_elements));
       for (int64_t e = 0; e < s.a.elements(); ++e) {  // stored -> op(A_r) -> op(A)
         const int64_t sr = e / s.a.cols, sc = e % s.a.cols, i = d.trans_a ? sc : sr, kk = d.trans_a ? sr : sc;
         const bool rows = d.op == OpKind::ag_gemm && d.axis == Axis::m;
@@ -378,7 +406,7 @@ class SymbolicRun {
   OpDesc d_;
   std::vector<Plan> plans_;
   bool own_gathered_;
-  std::vector<std::array<std::vector<Cell>, 5>> mem_;  // per rank, per Buf
+  std::vector<std::array<std::vector<Cell>, kBufCount>> mem_;  // per rank, per Buf
   std::map<std::tuple<int, int, int>, std::vector<Cell>> mailbox_;  // (from, to, tag) -> the sent cells
   std::string error_;  // the first thing that went wrong
 };
@@ -387,7 +415,7 @@ TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
   int cases = 0;
   for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
-      for (const Schedule& s : enumerate_schedules(d, {1, 2, 3, 8}, per_host)) {
+      for (const Schedule& s : schedules_of(d, {1, 2, 3, 8}, per_host)) {
         if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
         std::vector<Plan> plans;
         for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));

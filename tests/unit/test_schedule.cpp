@@ -1,6 +1,7 @@
 // Schedule values: string form, presets, validation against ops, enumeration.
 #include <gtest/gtest.h>
 
+#include "cofuse/backend.hpp"
 #include "cofuse/plan.hpp"
 #include "cofuse/schedule.hpp"
 
@@ -136,6 +137,47 @@ TEST(ScheduleTopo, StringFormValidationAndNames) {
   }
 }
 
+
+TEST(ScheduleWire, StringFormValidationNamesAndWireBytes) {
+  EXPECT_EQ(serial_schedule().to_string().find("wire"), std::string::npos) << "wire=op prints nothing";
+  const Schedule wide = *Schedule::parse("hetero-unfused-1d,topo=2level,host_ranks=2,wire=f32");
+  EXPECT_EQ(wide.wire, Wire::f32);
+  EXPECT_EQ(*Schedule::parse(wide.to_string()), wide);
+  EXPECT_EQ(schedule_name(wide), "hetero-unfused-1d,topo=2level,host_ranks=2,wire=f32");
+  EXPECT_EQ(*Schedule::parse(schedule_name(wide)), wide);
+  EXPECT_EQ(schedule_name(*Schedule::parse("serial,wire=f32")), "serial,wire=f32");
+  EXPECT_EQ(*Schedule::parse("shard,wire=op"), *Schedule::parse("shard"));
+  EXPECT_NE(parse_error("shard,wire=f16").find("wire=f16 is not one of op | f32"), std::string::npos);
+
+  const OpDesc ar{OpKind::gemm_ar, 12, 8, 12, DType::bf16, false, false, Axis::none, 2};
+  EXPECT_TRUE(wide.validate_for(ar).ok()) << wide.validate_for(ar).message();
+  EXPECT_TRUE(Schedule::parse("serial,wire=f32")->validate_for(ar).ok()) << "the baseline carries a wire too";
+  OpDesc f32 = ar;
+  f32.dtype = DType::f32;
+  EXPECT_NE(Schedule::parse("shard,wire=f32")->validate_for(f32).message().find("a f32 op's partial sums travel in f32"),
+            std::string::npos);
+  f32.dtype = DType::f16;  // the CUDA executor's, which keeps partial sums in the op's dtype
+  EXPECT_NE(Schedule::parse("shard,wire=f32")->validate_for(f32).message().find("bf16 op"), std::string::npos);
+  OpDesc ag = ar;
+  ag.op = OpKind::ag_gemm;
+  ag.axis = Axis::m;
+  EXPECT_NE(Schedule::parse("shard,wire=f32")->validate_for(ag).message().find("ag_gemm moves its inputs"),
+            std::string::npos);
+  EXPECT_NE(can_run(Backend::cuda_local, ar, *Schedule::parse("shard,engine=ce,wire=f32")).message().find("CPU executor"),
+            std::string::npos);
+
+  // The plan says what travels: the same messages, twice the bytes, and a wide workspace of f32.
+  const Plan op_plan = lower(ar, *Schedule::parse("shard"), 0), f32_plan = lower(ar, *Schedule::parse("shard,wire=f32"), 0);
+  int64_t op_bytes = 0, f32_bytes = 0;
+  for (const Task& t : op_plan.tasks) op_bytes += t.kind == TaskKind::send && t.label.find("sum") == std::string::npos ? t.bytes : 0;
+  for (const Task& t : f32_plan.tasks) f32_bytes += t.kind == TaskKind::send && t.label.find("sum") == std::string::npos ? t.bytes : 0;
+  EXPECT_GT(op_bytes, 0);
+  EXPECT_EQ(f32_bytes, 2 * op_bytes) << f32_plan.dump();
+  EXPECT_EQ(op_plan.wide_elements, 0);
+  EXPECT_GT(f32_plan.wide_elements, 0);
+  EXPECT_EQ(f32_plan.workspace_bytes(), f32_plan.wide_offset_bytes() + f32_plan.wide_elements * 4);
+  EXPECT_NE(f32_plan.dump().find("round sum"), std::string::npos) << f32_plan.dump();
+}
 TEST(ScheduleEnumerate, TwoLevelTwinsFollowTheirFlatRingSchedules) {
   const OpDesc d{OpKind::gemm_ar, 12, 8, 12, DType::f32, false, false, Axis::none, 4};
   const auto flat = enumerate_schedules(d, {2, 4});

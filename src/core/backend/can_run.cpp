@@ -89,6 +89,10 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
     return invalid(std::string("dtype ") + to_string(desc.dtype) +
                    " runs on the CUDA executor (cofuse/cuda.hpp); the CPU executor runs f32, f64 and bf16 (oneDNN 2.6, "
                    "which Debian 12 ships, has no f16 matmul for CPUs)");
+  if (!cpu && s.wire == Wire::f32)
+    return invalid("schedule " + s.to_string() +
+                   ": partial sums in f32 (wire=f32) run on the CPU executor; the CUDA executor keeps them in the "
+                   "op's dtype (wire=op)");
   if (cpu && !has(rules.drivers, s.driver))  // serial included: it names engine=thread
     return invalid(std::string("engine=") + to_string(s.driver) +
                    " is a GPU engine; the CPU executor runs engine=thread or engine=inline");

@@ -59,11 +59,24 @@ int PlanBuilder::add(Task task) {
   return index;
 }
 
-int64_t PlanBuilder::alloc(int64_t elements) {
-  const int64_t align = 64 / static_cast<int64_t>(elem());
-  const int64_t offset = (plan_.work_elements + align - 1) / align * align;
-  plan_.work_elements = offset + elements;
+namespace {
+
+// Reserves `elements` at the end of a workspace of `used` elements of `elem` bytes, 64-byte aligned.
+int64_t reserve(int64_t& used, int64_t elements, std::size_t elem) {
+  const int64_t align = 64 / static_cast<int64_t>(elem);
+  const int64_t offset = (used + align - 1) / align * align;
+  used = offset + elements;
   return offset;
+}
+
+}  // namespace
+
+int64_t PlanBuilder::alloc(int64_t elements) { return reserve(plan_.work_elements, elements, dtype_size(plan_.desc.dtype)); }
+
+int64_t PlanBuilder::alloc_wide(int64_t elements) { return reserve(plan_.wide_elements, elements, 4); }
+
+int64_t PlanBuilder::bytes_of(const View& v) const {
+  return v.elements() * static_cast<int64_t>(dtype_size(element_type(plan_.desc.dtype, v.buf)));
 }
 
 namespace {
@@ -102,16 +115,18 @@ int PlanBuilder::copy(TaskKind kind, const std::string& label, View from, View t
   Task t = base_task(kind, EngineId::comm, label, std::move(deps), step, chunk);
   t.x = from;
   t.z = to;
-  t.bytes = from.elements() * static_cast<int64_t>(elem());
+  t.bytes = std::max(bytes_of(from), bytes_of(to));
   return add(std::move(t));
 }
 
 int PlanBuilder::reduce(const std::string& label, View into, View from, std::vector<int> deps, int step, int chunk) {
+  if (element_type(plan_.desc.dtype, into.buf) != element_type(plan_.desc.dtype, from.buf))
+    throw Error(ErrorCode::internal, "lower: reduce '" + label + "' adds views of two element types");
   Task t = base_task(TaskKind::reduce, EngineId::compute, label, std::move(deps), step, chunk);  // arithmetic: cores
   t.x = from;
   t.z = into;
   t.flops = double(into.elements());
-  t.bytes = from.elements() * static_cast<int64_t>(elem());
+  t.bytes = bytes_of(from);
   return add(std::move(t));
 }
 
@@ -122,7 +137,7 @@ int PlanBuilder::send(const std::string& label, View from, int peer, int tag, st
   t.x = from;
   t.peer = peer;
   t.tag = tag;
-  t.bytes = from.elements() * static_cast<int64_t>(elem());
+  t.bytes = bytes_of(from);
   return last_send_to_[peer] = add(std::move(t));
 }
 
@@ -132,7 +147,7 @@ int PlanBuilder::recv(const std::string& label, View into, int peer, int tag, st
   t.z = into;
   t.peer = peer;
   t.tag = tag;
-  t.bytes = into.elements() * static_cast<int64_t>(elem());
+  t.bytes = bytes_of(into);
   return add(std::move(t));
 }
 
@@ -144,10 +159,8 @@ int PlanBuilder::collective(const std::string& label, Collective kind, View x, V
   t.z = z;
   t.stride = stride;
   // nccl-tests' sizes: the whole gathered / reduced data.
-  const int64_t elements = kind == Collective::allgather ? x.elements() * ranks()
-                           : kind == Collective::reduce_scatter ? z.elements() * ranks()
-                                                                 : z.elements();
-  t.bytes = elements * static_cast<int64_t>(elem());
+  const int64_t piece = kind == Collective::allgather ? bytes_of(x) : bytes_of(z);
+  t.bytes = kind == Collective::allreduce ? piece : piece * ranks();
   return add(std::move(t));
 }
 

@@ -47,6 +47,10 @@ class PlanBuilder {
   int add(Task task);
   /// Reserves `elements` of workspace (64-byte aligned) and returns its offset in elements.
   int64_t alloc(int64_t elements);
+  /// The same in the wide workspace (f32 elements).
+  int64_t alloc_wide(int64_t elements);
+  /// Bytes of a view's elements (f32 in the wide workspace, the op's dtype elsewhere).
+  int64_t bytes_of(const View& v) const;
 
   int gemm(const std::string& label, View z, View x, bool trans_x, View y, bool trans_y, bool accumulate,
            std::vector<int> deps, int step, int chunk);
@@ -62,7 +66,6 @@ class PlanBuilder {
   const Schedule& schedule() const { return plan_.schedule; }
   int rank() const { return plan_.rank; }
   int ranks() const { return plan_.desc.ranks; }
-  std::size_t elem() const { return dtype_size(plan_.desc.dtype); }
   Plan& plan() { return plan_; }
   Plan finish(std::string order);
 

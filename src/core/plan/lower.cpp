@@ -28,8 +28,19 @@ const char* to_string(Buf buf) {
     case Buf::c: return "C";
     case Buf::gathered: return "G";
     case Buf::work: return "W";
+    case Buf::wide: return "F";
   }
   return "?";
+}
+
+int64_t Plan::wide_offset_bytes() const {
+  const int64_t bytes = work_elements * int64_t(dtype_size(desc.dtype));
+  return (bytes + 63) / 64 * 64;
+}
+
+int64_t Plan::workspace_bytes(bool caller_gathered) const {
+  if (caller_gathered && gathered_offset >= 0 && wide_elements == 0) return gathered_offset * int64_t(dtype_size(desc.dtype));
+  return wide_elements > 0 ? wide_offset_bytes() + wide_elements * 4 : work_elements * int64_t(dtype_size(desc.dtype));
 }
 
 Plan lower(const OpDesc& desc, const Schedule& schedule, int rank) {
@@ -71,8 +82,11 @@ std::string Plan::dump() const {
   out << "work     " << work_elements << " elements (" << work_elements * int64_t(dtype_size(desc.dtype))
       << " bytes)";
   if (gathered_offset >= 0) out << "; G is the caller's gathered buffer, or W+" << gathered_offset;
+  if (wide_elements > 0) out << "; F: " << wide_elements << " f32 partial sums from byte " << wide_offset_bytes();
   out << "\n";
-  out << "buffers  A, B, C: the caller's; G: gathered A; W: workspace. Views are BUF+offset[rows x cols ld]\n";
+  out << "buffers  A, B, C: the caller's; G: gathered A; W: workspace";
+  if (wide_elements > 0) out << "; F: wide workspace (f32)";
+  out << ". Views are BUF+offset[rows x cols ld]\n";
   int gemms = 0, messages = 0;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Task& t = tasks[i];

@@ -5,6 +5,10 @@
 // block b; gemm_ar then also gathers every block onto every rank. Each block is cut into pieces
 // by the schedule. Partials live in the plan's workspace in whatever layout suits the message,
 // so only the caller's C can be strided (2d tiles, or column blocks of gemm_ar's C).
+//
+// wire=f32 (a 16-bit op): every partial and running sum lives in the wide workspace in f32,
+// GEMMs write f32 there and messages carry f32; this rank's block is summed there too, and one
+// unpack rounds the finished sum into C. So a block is rounded once, not once per addition.
 #include <map>
 #include <tuple>
 
@@ -43,6 +47,11 @@ Plan lower_reduce(PlanBuilder& pb) {
     return dense_view(Buf::c, (row0 + q.rows.begin) * ldC + col0 + q.cols.begin, q.rows.size, q.cols.size, ldC);
   };
   auto slot = [&](int64_t rows, int64_t cols) { return dense_view(Buf::work, pb.alloc(rows * cols), rows, cols, cols); };
+  // Where partial sums are kept: the workspace in the op's dtype, or the wide one in f32.
+  const bool wide = s.wire == Wire::f32;
+  auto partial_slot = [&](int64_t rows, int64_t cols) {
+    return wide ? dense_view(Buf::wide, pb.alloc_wide(rows * cols), rows, cols, cols) : slot(rows, cols);
+  };
 
   // The local partial of region (rows, cols) of S into z.
   auto partial = [&](const std::string& label, View z, Range rows, Range cols, std::vector<int> deps, int step, int qi) {
@@ -63,11 +72,11 @@ Plan lower_reduce(PlanBuilder& pb) {
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
         const Piece& q = pieces[qi];
         const View c = dense_view(Buf::c, q.rows.begin * ldC + q.cols.begin, q.rows.size, q.cols.size, ldC);
-        if (c.contiguous()) {
+        if (c.contiguous() && !wide) {
           const int g = partial("gemm piece " + std::to_string(qi), c, q.rows, q.cols, {}, 0, qi);
           pb.collective("allreduce piece " + std::to_string(qi), Collective::allreduce, c, c, 0, {g}, qi);
-        } else {  // uniform (can_run refuses hetero here on every backend): compute into staging, reduce, unpack
-          const View st = slot(q.rows.size, q.cols.size);
+        } else {  // uniform (can_run refuses hetero here on every backend), or f32 sums: compute into staging, reduce, unpack
+          const View st = partial_slot(q.rows.size, q.cols.size);
           const int g = partial("gemm piece " + std::to_string(qi), st, q.rows, q.cols, {}, 0, qi);
           const int a = pb.collective("allreduce piece " + std::to_string(qi), Collective::allreduce, st, st, 0, {g}, qi);
           pb.copy(TaskKind::unpack, "unpack piece " + std::to_string(qi), st, c, {a}, 0, qi);
@@ -82,23 +91,23 @@ Plan lower_reduce(PlanBuilder& pb) {
     for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
       const Piece& q = pieces[qi];
       const int64_t e = q.rows.size * q.cols.size;
-      const View slots = slot(q.rows.size * P, q.cols.size);
+      const View slots = partial_slot(q.rows.size * P, q.cols.size);
       std::vector<int> gemms;
       const bool one_gemm = !col_blocks && pieces.size() == 1;  // rows blocks of S stacked = S itself
       if (one_gemm) {
         gemms.push_back(partial("gemm all blocks", slots, {0, d.m}, {0, d.n}, {}, 0, qi));
       } else {
         for (int b = 0; b < P; ++b) {
-          View z = dense_view(Buf::work, slots.offset + b * e, q.rows.size, q.cols.size, q.cols.size);
+          View z = dense_view(slots.buf, slots.offset + b * e, q.rows.size, q.cols.size, q.cols.size);
           gemms.push_back(partial_of(name("gemm", b, qi), z, b, q, {}, 0, qi));
         }
       }
       const View c = c_view(r, q);
-      View first = dense_view(Buf::work, slots.offset, q.rows.size, q.cols.size, q.cols.size);
-      if (c.contiguous()) {
+      View first = dense_view(slots.buf, slots.offset, q.rows.size, q.cols.size, q.cols.size);
+      if (c.contiguous() && !wide) {
         pb.collective("reduce-scatter piece " + std::to_string(qi), Collective::reduce_scatter, first, c, e, gemms, qi);
       } else {
-        const View st = slot(q.rows.size, q.cols.size);
+        const View st = partial_slot(q.rows.size, q.cols.size);
         const int rs = pb.collective("reduce-scatter piece " + std::to_string(qi), Collective::reduce_scatter, first, st,
                                      e, gemms, qi);
         pb.copy(TaskKind::unpack, "unpack piece " + std::to_string(qi), st, c, {rs}, 0, qi);
@@ -133,6 +142,16 @@ Plan lower_reduce(PlanBuilder& pb) {
   };
   const std::vector<Piece> own_pieces = pieces_of(r);
   std::vector<int> final_task(own_pieces.size(), -1);
+  // Where piece q of this rank's block is summed: straight in C, or in f32 (wire=f32), from
+  // where `land` rounds the finished sum into C.
+  std::vector<View> own_sum;
+  for (const Piece& q : own_pieces) own_sum.push_back(wide ? partial_slot(q.rows.size, q.cols.size) : c_view(r, q));
+  auto land = [&](int step) {
+    if (wide)
+      for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
+        final_task[qi] = pb.copy(TaskKind::unpack, name("round sum", r, qi), own_sum[qi], c_view(r, own_pieces[qi]),
+                                 {final_task[qi]}, step, qi);
+  };
 
   // A partial of block b into `target`, tagged with the host offset, step and piece that send
   // it. Overlapped schedules compute each partial just before its message. The unfused baselines
@@ -167,7 +186,7 @@ Plan lower_reduce(PlanBuilder& pb) {
         const std::vector<Piece> pieces = pieces_of(block_at(t, step));
         for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
           const Piece& q = pieces[qi];
-          const View target = t == 0 && step == R - 1 ? c_view(r, q) : slot(q.rows.size, q.cols.size);
+          const View target = t == 0 && step == R - 1 ? own_sum[qi] : partial_slot(q.rows.size, q.cols.size);
           targets[{t, step, qi}] = target;
           if (unfused) early[{t, step, qi}] = partial_for(t, step, block_at(t, step), qi, q, target);
         }
@@ -186,7 +205,7 @@ Plan lower_reduce(PlanBuilder& pb) {
           const View target = targets.at({t, step, qi});
           std::vector<int> ready = {partial_for(t, step, b, qi, q, target)};
           if (step > 0) {
-            const View incoming = slot(q.rows.size, q.cols.size);
+            const View incoming = partial_slot(q.rows.size, q.cols.size);
             const int rv = pb.recv(name("recv", b, qi), incoming, left, tag(0, t, step, qi), {}, step, qi);
             ready = {pb.reduce(name("reduce", b, qi), target, incoming, {ready[0], rv}, step, qi)};
           }
@@ -196,14 +215,15 @@ Plan lower_reduce(PlanBuilder& pb) {
         }
         if (step == R - 1 && t != 0)
           for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
-            const View in = slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size);
+            const View in = partial_slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size);
             const int from = (h - t + H) % H * R + l;
             host_sums[qi].push_back({in, pb.recv(name("recv host sum", r, qi), in, from, tag(2, t, 0, qi), {}, step, qi)});
           }
       }
     for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
       for (const auto& [in, rv] : host_sums[qi])
-        final_task[qi] = pb.reduce(name("reduce host sum", r, qi), c_view(r, own_pieces[qi]), in, {final_task[qi], rv}, R, qi);
+        final_task[qi] = pb.reduce(name("reduce host sum", r, qi), own_sum[qi], in, {final_task[qi], rv}, R, qi);
+    land(R);
   } else {
     // direct: partials of every other block go straight to their owner, staggered by rank;
     // the owner adds the P-1 arrivals into its own partial in step order (deterministic).
@@ -214,13 +234,13 @@ Plan lower_reduce(PlanBuilder& pb) {
       const int to = (r + step) % P;
       const std::vector<Piece> pieces = pieces_of(to);
       for (int qi = 0; qi < static_cast<int>(pieces.size()); ++qi) {
-        const View out = outs[{step, qi}] = slot(pieces[qi].rows.size, pieces[qi].cols.size);
+        const View out = outs[{step, qi}] = partial_slot(pieces[qi].rows.size, pieces[qi].cols.size);
         if (unfused) early[{0, step, qi}] = partial_for(0, step, to, qi, pieces[qi], out);
       }
     }
     if (unfused)  // the own block's partial too, straight into C, before any message
       for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi)
-        early[{0, 0, qi}] = partial_for(0, 0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
+        early[{0, 0, qi}] = partial_for(0, 0, r, qi, own_pieces[qi], own_sum[qi]);
     for (int step = 1; step < P; ++step) {
       const int to = (r + step) % P, from = (r - step + P) % P;
       const std::vector<Piece> pieces = pieces_of(to);
@@ -230,17 +250,18 @@ Plan lower_reduce(PlanBuilder& pb) {
         pb.send(name("send", to, qi), out, to, tag(0, 0, step, qi), {g}, step, qi);
       }
       for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
-        incoming[qi].push_back(slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size));
+        incoming[qi].push_back(partial_slot(own_pieces[qi].rows.size, own_pieces[qi].cols.size));
         arrivals[qi].push_back(pb.recv(name("recv", r, qi), incoming[qi].back(), from, tag(0, 0, step, qi), {}, step, qi));
       }
     }
     for (int qi = 0; qi < static_cast<int>(own_pieces.size()); ++qi) {
-      int last = partial_for(0, 0, r, qi, own_pieces[qi], c_view(r, own_pieces[qi]));
+      int last = partial_for(0, 0, r, qi, own_pieces[qi], own_sum[qi]);
       for (std::size_t i = 0; i < arrivals[qi].size(); ++i)
-        last = pb.reduce(name("reduce", r, qi), c_view(r, own_pieces[qi]), incoming[qi][i], {last, arrivals[qi][i]},
+        last = pb.reduce(name("reduce", r, qi), own_sum[qi], incoming[qi][i], {last, arrivals[qi][i]},
                          static_cast<int>(i) + 1, qi);
       final_task[qi] = last;
     }
+    land(P);
   }
   if (!all_reduce)
     return finish(s.algo == Algo::ring && H > 1

@@ -26,6 +26,7 @@ const char* to_string(CommDriver v) {
 }
 const char* to_string(Algo v) { return v == Algo::coll ? "coll" : v == Algo::ring ? "ring" : "direct"; }
 const char* to_string(Topo v) { return v == Topo::flat ? "flat" : "2level"; }
+const char* to_string(Wire v) { return v == Wire::op ? "op" : "f32"; }
 
 namespace {
 
@@ -51,19 +52,22 @@ constexpr std::array kFusions{Fusion::unfused, Fusion::fused};
 constexpr std::array kDrivers{CommDriver::thread, CommDriver::inline_, CommDriver::ce, CommDriver::sm};
 constexpr std::array kAlgos{Algo::coll, Algo::ring, Algo::direct};
 constexpr std::array kTopos{Topo::flat, Topo::two_level};
+constexpr std::array kWires{Wire::op, Wire::f32};
 constexpr int kMaxChunks = 65536;
 constexpr int kMaxHostRanks = 1 << 20;
 
-// ",topo=2level,host_ranks=R": what a two-level schedule adds to its flat twin's string.
-std::string topo_suffix(const Schedule& s) {
-  if (s.topo == Topo::flat && s.host_ranks == 0) return "";
-  std::string out = std::string(",topo=") + to_string(s.topo);
+// ",topo=2level,host_ranks=R,wire=f32": what a two-level or wide-wire schedule adds to the
+// string of its flat, wire=op twin (a preset, often).
+std::string suffix(const Schedule& s) {
+  std::string out;
+  if (s.topo != Topo::flat || s.host_ranks != 0) out += std::string(",topo=") + to_string(s.topo);
   if (s.host_ranks != 0) out += ",host_ranks=" + std::to_string(s.host_ranks);
+  if (s.wire != Wire::op) out += std::string(",wire=") + to_string(s.wire);
   return out;
 }
 
 Schedule make(Overlap o, int chunks, Split s, DataMode d, Fusion f, CommDriver e, Algo a) {
-  return Schedule{o, chunks, s, d, f, e, a, Topo::flat, 0};
+  return Schedule{o, chunks, s, d, f, e, a, Topo::flat, 0, Wire::op};
 }
 
 Status invalid(const std::string& what) { return Status(ErrorCode::invalid_argument, what); }
@@ -74,7 +78,7 @@ std::string Schedule::to_string() const {
   return std::string("overlap=") + cofuse::to_string(overlap) + ",chunks=" + std::to_string(chunks) +
          ",split=" + cofuse::to_string(split) + ",data=" + cofuse::to_string(data) +
          ",fusion=" + cofuse::to_string(fusion) + ",engine=" + cofuse::to_string(driver) +
-         ",algo=" + cofuse::to_string(algo) + topo_suffix(*this);
+         ",algo=" + cofuse::to_string(algo) + suffix(*this);
 }
 
 Schedule with_host_ranks(const Schedule& schedule, int ranks_per_host) {
@@ -170,6 +174,7 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
     else if (key == "engine") set(s.driver, kDrivers);
     else if (key == "algo") set(s.algo, kAlgos);
     else if (key == "topo") set(s.topo, kTopos);
+    else if (key == "wire") set(s.wire, kWires);
     else if (key == "chunks" || key == "host_ranks") {
       const int lo = key == "chunks" ? 1 : 0, hi = key == "chunks" ? kMaxChunks : kMaxHostRanks;
       int n = 0;
@@ -180,7 +185,7 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
       (key == "chunks" ? s.chunks : s.host_ranks) = n;
     } else {
       return fail("unknown key '" + key +
-                  "'; keys: overlap, chunks, split, data, fusion, engine (or driver), algo, topo, host_ranks");
+                  "'; keys: overlap, chunks, split, data, fusion, engine (or driver), algo, topo, host_ranks, wire");
     }
     if (!allowed.empty()) return fail(key + "=" + std::string(value) + " is not one of " + allowed);
   }
@@ -203,14 +208,23 @@ Status Schedule::validate_for(const OpDesc& desc) const {
                   " (" + std::to_string(desc.ranks) + " % " + std::to_string(host_ranks) + " = " +
                   std::to_string(desc.ranks % host_ranks) + "): hosts hold equal runs of consecutive ranks");
   }
+  if (wire == Wire::f32) {
+    if (desc.op == OpKind::ag_gemm)
+      return fail("wire=f32 sets how partial sums travel; ag_gemm moves its inputs, not partial sums: use wire=op");
+    if (desc.dtype != DType::bf16)
+      return fail(std::string("wire=f32 carries the partial sums of a bf16 op in f32 (on the CPU executor); a ") +
+                  cofuse::to_string(desc.dtype) + " op's partial sums travel in " + cofuse::to_string(desc.dtype) +
+                  ": use wire=op");
+  }
   if (overlap == Overlap::none) {
     // The unfused baselines differ only in how they move the data: a library collective
     // (serial), or cofuse's own point-to-point ring or direct exchange (serial-ring), flat or
-    // two-level.
+    // two-level, partial sums in the op's dtype or f32.
     Schedule base = serial_schedule();
     base.algo = algo;
     base.topo = topo;
     base.host_ranks = host_ranks;
+    base.wire = wire;
     if (!(*this == base))
       return fail("overlap=none is the unfused baseline (whole GEMM and whole communication, one after the other) "
                   "and varies only in algo: " + serial_schedule().to_string() +
@@ -264,12 +278,14 @@ std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<
 }
 
 std::string schedule_name(const Schedule& schedule) {
-  // A two-level schedule is named by its flat twin: "hetero-unfused-1d,topo=2level,host_ranks=2".
+  // A two-level or wide-wire schedule is named by its flat, wire=op twin:
+  // "hetero-unfused-1d,topo=2level,host_ranks=2", "serial,wire=f32".
   Schedule flat = schedule;
   flat.topo = Topo::flat;
   flat.host_ranks = 0;
+  flat.wire = Wire::op;
   for (const Preset& p : presets())
-    if (p.schedule == flat) return p.name + topo_suffix(schedule);
+    if (p.schedule == flat) return p.name + suffix(schedule);
   return schedule.to_string();
 }
 

@@ -29,25 +29,28 @@ blasint to_blas(int64_t value, const char* what) {
 // bf16 through oneDNN's matmul: bf16 operands, f32 accumulation, C rounded once. A stored row-
 // major X of leading dimension ld is the memory descriptor {rows, cols} with strides {ld, 1},
 // and its transpose the same memory read with strides {1, ld}, so no operand is copied.
-void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc, bool accumulate) {
+// C in bf16, or in f32 (c4: 4-byte elements, nothing rounded).
+void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc, bool accumulate,
+               bool c4) {
   using dnnl::memory;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool>;
   struct Engine {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     dnnl::stream stream{engine};
     std::map<Key, std::pair<dnnl::matmul, dnnl::matmul::primitive_desc>> primitives;  // made once per shape
     std::vector<char> scratch;  // an aligned C for a caller's C that is not
   };
-  auto md = [](int64_t rows, int64_t cols, int64_t ld, bool trans) {
-    return memory::desc({rows, cols}, memory::data_type::bf16, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
+  auto md = [](int64_t rows, int64_t cols, int64_t ld, bool trans, memory::data_type type = memory::data_type::bf16) {
+    return memory::desc({rows, cols}, type, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
   };
+  const int64_t c_elem = c4 ? 4 : 2;
   try {
     // One per thread: a stream is not for two threads at once, and each executor's compute
     // engine is one thread.
     thread_local Engine e;
     // The primitive for C rows `ld` elements apart, made on first use.
     auto primitive = [&](int64_t ld) {
-      const Key key{m, n, k, a.ld, b.ld, ld, a.trans, b.trans, accumulate};
+      const Key key{m, n, k, a.ld, b.ld, ld, a.trans, b.trans, accumulate, c4};
       auto it = e.primitives.find(key);
       if (it != e.primitives.end()) return it;
       dnnl::primitive_attr attr;
@@ -56,23 +59,25 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
         sum.append_sum(1.0f);
         attr.set_post_ops(sum);
       }
-      const dnnl::matmul::desc desc(md(m, k, a.ld, a.trans), md(k, n, b.ld, b.trans), md(m, n, ld, false));
+      const dnnl::matmul::desc desc(md(m, k, a.ld, a.trans), md(k, n, b.ld, b.trans),
+                                    md(m, n, ld, false, c4 ? memory::data_type::f32 : memory::data_type::bf16));
       const dnnl::matmul::primitive_desc pd(desc, attr, e.engine);
       return e.primitives.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
     };
     // oneDNN's AMX kernels write C 2.4x slower where C does not start on a cache line (2048x1024x128
     // here: 5.7 ms into a std::vector's 16-byte-aligned memory, 2.4 ms 64-byte aligned), so such a
     // C goes through an aligned copy of its rows, which costs a fraction of that.
-    const bool aligned = reinterpret_cast<uintptr_t>(c) % 64 == 0 && (ldc * 2) % 64 == 0;
+    const bool aligned = reinterpret_cast<uintptr_t>(c) % 64 == 0 && (ldc * c_elem) % 64 == 0;
     void* out = c;
-    const int64_t ld_out = aligned ? ldc : (n + 31) / 32 * 32;  // 64-byte rows
+    const int64_t ld_out = aligned ? ldc : (n * c_elem + 63) / 64 * 64 / c_elem;  // 64-byte rows
     if (!aligned) {
-      const std::size_t bytes = static_cast<std::size_t>(m * ld_out) * 2 + 64;
+      const std::size_t bytes = static_cast<std::size_t>(m * ld_out * c_elem) + 64;
       if (e.scratch.size() < bytes) e.scratch.resize(bytes);
       out = first_cache_line(e.scratch.data());
       if (accumulate)
         for (int64_t i = 0; i < m; ++i)
-          std::memcpy(static_cast<char*>(out) + i * ld_out * 2, static_cast<const char*>(c) + i * ldc * 2, n * 2);
+          std::memcpy(static_cast<char*>(out) + i * ld_out * c_elem, static_cast<const char*>(c) + i * ldc * c_elem,
+                      n * c_elem);
     }
     const auto found = primitive(ld_out);
     const dnnl::matmul::primitive_desc& pd = found->second.second;
@@ -83,7 +88,8 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
     e.stream.wait();
     if (!aligned)
       for (int64_t i = 0; i < m; ++i)
-        std::memcpy(static_cast<char*>(c) + i * ldc * 2, static_cast<const char*>(out) + i * ld_out * 2, n * 2);
+        std::memcpy(static_cast<char*>(c) + i * ldc * c_elem, static_cast<const char*>(out) + i * ld_out * c_elem,
+                    n * c_elem);
   } catch (const dnnl::error& err) {
     throw Error(ErrorCode::internal, "gemm: oneDNN bf16 matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                                          std::to_string(k) + ": " + err.what());
@@ -107,8 +113,11 @@ std::string bf16_gemm_problem() {
 }
 
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
-          bool accumulate) {
-  if (dtype == DType::bf16) return gemm_bf16(m, n, k, a, b, c, ldc, accumulate);
+          bool accumulate, DType c_type) {
+  if (c_type != dtype && !(dtype == DType::bf16 && c_type == DType::f32))
+    throw Error(ErrorCode::internal, std::string("gemm: a ") + to_string(dtype) + " GEMM cannot write " +
+                                         to_string(c_type) + " (only bf16 into f32)");
+  if (dtype == DType::bf16) return gemm_bf16(m, n, k, a, b, c, ldc, accumulate, c_type == DType::f32);
   if (dtype == DType::f16)
     throw Error(ErrorCode::invalid_argument, "gemm: f16 runs on the CUDA executor, not on the CPU");
   const auto ta = a.trans ? CblasTrans : CblasNoTrans;

@@ -23,8 +23,14 @@ struct ConstView {
 /// bf16: oneDNN, products summed in f32 and C rounded to bf16 once (with accumulate, C's old
 /// value is added in f32 before that rounding); the primitive of each shape is made once per
 /// thread and kept. f16: Error(invalid_argument) (can_run refuses it on the CPU first).
+/// c_type: C's element type, dtype's own unless a bf16 GEMM writes f32 (partial sums kept in
+/// f32, wire=f32): then nothing is rounded. Any other pair is Error(internal).
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
-          bool accumulate);
+          bool accumulate, DType c_type);
+inline void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
+                 bool accumulate) {
+  gemm(dtype, m, n, k, a, b, c, ldc, accumulate, dtype);
+}
 
 /// The OpenBLAS build cofuse runs on, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".
 std::string blas_version();

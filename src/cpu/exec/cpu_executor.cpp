@@ -90,8 +90,10 @@ CpuExecutor::~CpuExecutor() {
   free_datatypes();
 }
 
+DType CpuExecutor::type_of(const View& v) const { return element_type(plan_.desc.dtype, v.buf); }
+
 void* CpuExecutor::pointer(const View& v) const {
-  return base_[static_cast<int>(v.buf)] + v.offset * static_cast<int64_t>(dtype_size(plan_.desc.dtype));
+  return base_[static_cast<int>(v.buf)] + v.offset * static_cast<int64_t>(dtype_size(type_of(v)));
 }
 
 bool CpuExecutor::deps_done(const Task& task) const {
@@ -126,7 +128,7 @@ void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const DType dtype = plan_.desc.dtype;
   times_[index].start = now();
   if (t.kind == TaskKind::reduce) {
-    add_view(dtype, pointer(t.x), t.x, pointer(t.z), t.z);
+    add_view(type_of(t.z), pointer(t.x), t.x, pointer(t.z), t.z);
   } else {
     const int64_t k = t.trans_x ? t.x.rows : t.x.cols;
     const int64_t step = tiled ? settings_.tile_rows : t.z.rows;
@@ -136,8 +138,9 @@ void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
       // Rows [row, row+rows) of op(x) are rows of x, or columns of a transposed x.
       const int64_t x_offset = t.trans_x ? row : row * t.x.ld;
       gemm(dtype, rows, t.z.cols, k, {static_cast<char*>(pointer(t.x)) + x_offset * elem, t.x.ld, t.trans_x},
-           {pointer(t.y), t.y.ld, t.trans_y}, static_cast<char*>(pointer(t.z)) + row * t.z.ld * elem, t.z.ld,
-           t.accumulate);
+           {pointer(t.y), t.y.ld, t.trans_y},
+           static_cast<char*>(pointer(t.z)) + row * t.z.ld * int64_t(dtype_size(type_of(t.z))), t.z.ld, t.accumulate,
+           type_of(t.z));
       if (tiled && make_progress) progress();
     }
   }
@@ -159,6 +162,7 @@ void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
   base_[static_cast<int>(Buf::b)] = static_cast<char*>(const_cast<void*>(buffers.b));
   base_[static_cast<int>(Buf::c)] = static_cast<char*>(buffers.c);
   base_[static_cast<int>(Buf::work)] = static_cast<char*>(work);
+  base_[static_cast<int>(Buf::wide)] = static_cast<char*>(work) + plan_.wide_offset_bytes();
   base_[static_cast<int>(Buf::gathered)] =
       buffers.gathered ? static_cast<char*>(buffers.gathered)
                        : static_cast<char*>(work) + std::max<int64_t>(plan_.gathered_offset, 0) * elem;

@@ -44,7 +44,8 @@ class CpuExecutor {
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
-  /// Runs the plan once on the caller's buffers; `work` must hold plan().work_elements elements.
+  /// Runs the plan once on the caller's buffers; `work` must hold plan().workspace_bytes() bytes
+  /// (64-byte aligned).
   /// Collective. Returns this rank's phase times. After a failure (Error thrown) the executor
   /// frees its in-flight requests and refuses every later run.
   RunStats run(const OpBuffers& buffers, void* work);
@@ -83,6 +84,7 @@ class CpuExecutor {
   };
   static double now();  // steady-clock seconds, the time base of times()
   void* pointer(const View& view) const;
+  DType type_of(const View& view) const;  // its elements' type (element_type)
   bool deps_done(const Task& task) const;
   void mark_done(int task);
   void check_order(int task) const;  // ExecSettings::check_order, at the start of a task
@@ -117,7 +119,7 @@ class CpuExecutor {
   std::atomic<int> phase_{0};                        // 0 idle, 1 in run()
   std::vector<TaskTime> times_;
   mutable TimeAccumulator time_scratch_;  // phase_times: keeps its memory, so no allocation per call
-  char* base_[5] = {};
+  char* base_[kBufCount] = {};
 
   // Per-run progress of the communication engine.
   std::size_t first_unposted_ = 0;

@@ -37,12 +37,11 @@ double CpuExecutor::now() {
 }
 
 void CpuExecutor::build_datatypes() {
-  const DType dtype = plan_.desc.dtype;
-  const MPI_Datatype element = mpi_type(dtype);
-  const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   // A view as (count, type): contiguous views are plain counts; strided ones a vector type,
   // optionally resized so that consecutive ranks' slots sit `extent` elements apart.
   auto describe = [&](const View& v, int64_t extent, const Task& t, MPI_Datatype* type, int* count, bool* owned) {
+    const MPI_Datatype element = mpi_type(type_of(v));
+    const int64_t elem = static_cast<int64_t>(dtype_size(type_of(v)));
     if (v.contiguous() && (extent == 0 || extent == v.elements())) {
       *type = element;
       *count = to_count(v.elements(), t);
@@ -79,7 +78,7 @@ void CpuExecutor::build_datatypes() {
           // Reductions need contiguous data of an intrinsic type (lowering guarantees it).
           if (!t.z.contiguous() || (t.collective == Collective::reduce_scatter && !t.x.contiguous()))
             throw Error(ErrorCode::internal, "task '" + t.label + "': reduction on strided data");
-          c.z_type = c.x_type = element;
+          c.z_type = c.x_type = mpi_type(type_of(t.z));
           c.z_count = c.x_count = to_count(t.z.elements(), t);
         }
         break;
@@ -121,11 +120,11 @@ void CpuExecutor::post(int slot) {
                       "MPI_Allgather");
             break;
           case Collective::reduce_scatter:
-            mpi_check(MPI_Reduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_),
+            mpi_check(MPI_Reduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_),
                       "MPI_Reduce_scatter_block");
             break;
           case Collective::allreduce:
-            mpi_check(MPI_Allreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_), "MPI_Allreduce");
+            mpi_check(MPI_Allreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_), "MPI_Allreduce");
             break;
         }
         c.posted = true;
@@ -139,11 +138,11 @@ void CpuExecutor::post(int slot) {
                     "MPI_Iallgather");
           break;
         case Collective::reduce_scatter:
-          mpi_check(MPI_Ireduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_, request),
+          mpi_check(MPI_Ireduce_scatter_block(pointer(t.x), pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_, request),
                     "MPI_Ireduce_scatter_block");
           break;
         case Collective::allreduce:
-          mpi_check(MPI_Iallreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(plan_.desc.dtype), comm_, request),
+          mpi_check(MPI_Iallreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_, request),
                     "MPI_Iallreduce");
           break;
       }
@@ -169,7 +168,7 @@ bool CpuExecutor::progress() {
       check_order(c.task);
       times_[c.task].start = now();
       started_[c.task].store(1, std::memory_order_relaxed);
-      copy_view(plan_.desc.dtype, pointer(t.x), t.x, pointer(t.z), t.z);
+      convert_view(type_of(t.x), pointer(t.x), t.x, type_of(t.z), pointer(t.z), t.z);
       c.posted = true;
       mark_done(c.task);
       --comm_left_;

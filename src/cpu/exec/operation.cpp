@@ -48,6 +48,7 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
       enum_field("algo", s.algo),
       enum_field("topo", s.topo),
       {"host_ranks", s.host_ranks, {}},
+      enum_field("wire", s.wire),
   };
 }
 
@@ -125,9 +126,7 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const
   void* work = nullptr;
   if (!failure) {
     try {
-      const Plan& plan = executor_->plan();
-      const int64_t elements = buffers.gathered && plan.gathered_offset >= 0 ? plan.gathered_offset : plan.work_elements;
-      work = state_->workspace.get(static_cast<std::size_t>(elements) * dtype_size(desc_.dtype));
+      work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
     } catch (const Error& e) {
       failure = Error(e.code(), op + e.what() + " on rank " + std::to_string(state_->rank), e.where());
     }
@@ -146,14 +145,15 @@ RunStats Operation::execute_compute_only(const OpBuffers& buffers) {
   const std::string problem = detail::buffer_problem(desc_, {&buffers, 1});
   if (!problem.empty())
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": " + problem);
-  const Plan& plan = executor_->plan();
-  void* work = state_->workspace.get(static_cast<std::size_t>(plan.work_elements) * dtype_size(desc_.dtype));
+  void* work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes()));
   return executor_->run_compute_only(buffers, work);
 }
 
 void Operation::poison_workspace() {
-  const int64_t elements = executor_->plan().work_elements;
-  fill_nan(desc_.dtype, state_->workspace.get(static_cast<std::size_t>(elements) * dtype_size(desc_.dtype)), elements);
+  const Plan& plan = executor_->plan();
+  char* work = static_cast<char*>(state_->workspace.get(static_cast<std::size_t>(plan.workspace_bytes())));
+  fill_nan(desc_.dtype, work, plan.work_elements);
+  fill_nan(DType::f32, work + plan.wide_offset_bytes(), plan.wide_elements);
 }
 
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {

@@ -157,7 +157,7 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
     const SimResult r = simulate(desc, s, profile, options.sim, serial);
     const Plan& plan = r.plans.front();
     c.candidates.push_back({s, name_of(s), r.makespan_s, r.losses,
-                            plan.work_elements * static_cast<int64_t>(dtype_size(desc.dtype))});
+                            plan.workspace_bytes()});
     if (s == serial_schedule()) c.serial_s = r.makespan_s;
   }
   // Fastest first; among predictions equal to 0.1%, the simpler schedule: a named preset, then
