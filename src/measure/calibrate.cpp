@@ -127,18 +127,22 @@ std::string gbps(double v) { return fixed(v, v < 1 ? 3 : 2) + " GB/s"; }
 
 std::string Calibration::summary() const {
   const MachineProfile& p = profile;
-  double peak = 0, low = 1e300;
-  for (const GemmPoint& g : p.compute.measured) {
-    peak = std::max(peak, g.gflops);
-    low = std::min(low, g.gflops);
-  }
+  auto range = [](const std::vector<GemmPoint>& table) {
+    double peak = 0, low = 1e300;
+    for (const GemmPoint& g : table) {
+      peak = std::max(peak, g.gflops);
+      low = std::min(low, g.gflops);
+    }
+    return fixed(low, 1) + " to " + fixed(peak, 1);
+  };
   std::ostringstream o;
   o << "Calibrated on this communicator (" << signature << ") at " << measured_at << " in " << fixed(measure_s, 2)
     << " s" << (from_cache ? ", reused from " + cache_file + " (quick check " + gbps(check_GBps) + ", kept " +
                                  gbps(cached_check_GBps) + ")"
                            : ", measured now")
-      << ": GEMM " << fixed(low, 1) << " to " << fixed(peak, 1) << " GFLOP/s per rank over "
-      << p.compute.measured.size() << " piece shapes";
+      << ": GEMM " << range(p.compute.measured) << " GFLOP/s per rank over " << p.compute.measured.size()
+      << " piece shapes";
+  if (!p.compute.measured_16.empty()) o << " (bf16 " << range(p.compute.measured_16) << ")";
   if (p.sources.count("network") == 0) {  // one rank: the link is a placeholder, nothing measured
     const NetworkModel& n = p.network;
     o << "; link " << n.topology << ", latency " << fixed(n.alpha_s * 1e6, 1) << " us, " << gbps(n.bandwidth_GBps)

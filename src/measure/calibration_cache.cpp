@@ -124,9 +124,12 @@ JudgedCalibration judge_calibration(const std::string& text, const std::string& 
 }
 
 std::string compute_table_text(const ComputeResult& r, const std::string& key) {
-  json grid = json::array();
-  for (const GemmPoint& p : r.grid) grid.push_back({p.m, p.n, p.k, p.gflops});
-  const json out = {{"schema", kComputeTableSchema}, {"key", key},           {"grid", grid},
+  auto points = [](const std::vector<GemmPoint>& table) {
+    json out = json::array();
+    for (const GemmPoint& p : table) out.push_back({p.m, p.n, p.k, p.gflops});
+    return out;
+  };
+  const json out = {{"schema", kComputeTableSchema}, {"key", key}, {"grid", points(r.grid)}, {"grid_16", points(r.grid_16)},
                     {"dgemm_n", r.dgemm_n},          {"dgemm_gflops", r.dgemm_gflops}, {"bf16_gflops", r.bf16_gflops},
                     {"copy_mib", r.copy_mib},
                     {"copy_GBps", r.copy_GBps},      {"blas_call_s", r.blas_call_s},   {"passes", r.passes},
@@ -149,26 +152,27 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
       *problem = "foreign (measured for " + j.at("key").get<std::string>() + ")";
       return std::nullopt;
     }
-    ComputeResult r;
-    for (const json& p : j.at("grid")) {
-      const GemmPoint g{p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>(), p.at(3).get<double>()};
-      if (g.m < 1 || g.n < 1 || g.k < 1 || !(g.gflops > 0) || !std::isfinite(g.gflops))
-        throw Error(ErrorCode::invalid_argument, "a GEMM rate that is not positive");
-      r.grid.push_back(g);
-    }
-    r.dgemm_n = j.at("dgemm_n").get<int>();
-    r.dgemm_gflops = j.at("dgemm_gflops").get<double>();
-    if (!j.contains("bf16_gflops")) {
-      *problem = "kept before bf16 GEMMs were measured";
+    if (!j.contains("bf16_gflops") || !j.contains("grid_16")) {
+      *problem = "kept before bf16 GEMMs were measured shape by shape";
       return std::nullopt;
     }
+    ComputeResult r;
+    for (auto [name, table] : {std::pair{"grid", &r.grid}, {"grid_16", &r.grid_16}})
+      for (const json& p : j.at(name)) {
+        const GemmPoint g{p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>(), p.at(3).get<double>()};
+        if (g.m < 1 || g.n < 1 || g.k < 1 || !(g.gflops > 0) || !std::isfinite(g.gflops))
+          throw Error(ErrorCode::invalid_argument, "a GEMM rate that is not positive");
+        table->push_back(g);
+      }
+    r.dgemm_n = j.at("dgemm_n").get<int>();
+    r.dgemm_gflops = j.at("dgemm_gflops").get<double>();
     r.bf16_gflops = j.at("bf16_gflops").get<double>();
     r.copy_mib = j.at("copy_mib").get<int>();
     r.copy_GBps = j.at("copy_GBps").get<double>();
     r.blas_call_s = j.at("blas_call_s").get<double>();
     r.passes = j.at("passes").get<int>();
     r.max_flops = j.at("max_flops").get<double>();
-    if (r.grid.empty() || !(r.dgemm_gflops > 0) || !(r.bf16_gflops > 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
+    if (r.grid.empty() || r.grid_16.size() != r.grid.size() || !(r.dgemm_gflops > 0) || !(r.bf16_gflops > 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
       throw Error(ErrorCode::invalid_argument, "empty table or a rate that is not positive");
     return r;
   } catch (const std::exception& e) {

@@ -96,6 +96,7 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   const ComputeResult& mc = m.compute;
   ComputeModel& c = p.compute;
   c.measured = mc.grid;
+  c.measured_16 = mc.grid_16;
   const GemmPoint* best = &mc.grid.front();
   for (const GemmPoint& g : mc.grid)
     if (g.gflops > best->gflops) best = &g;
@@ -119,9 +120,13 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   s["compute.memory_GBps"] = src.measured("memcpy of " + std::to_string(mc.copy_mib) +
                                           " MiB, (bytes read + bytes written) / time, " + passes);
   s["compute.launch_s"] = src.measured("one 1x1x1 cblas_sgemm call, " + passes);
+  s["compute.measured_16"] = src.measured("oneDNN bf16 matmul (" + detail::dnnl_version() +
+                                          "; f32 accumulation, C 64-byte aligned) on the shapes of compute.measured: " +
+                                          shape_list(mc.grid_16) + "; the simulator's rate for bf16 GEMMs, " + passes);
   s["compute.peak_gflops_16"] = src.measured(
       "oneDNN bf16 matmul " + n + "x" + n + "x" + n + " (" + detail::dnnl_version() +
-      "; f32 accumulation); the simulator scales compute.measured by its ratio to compute.peak_gflops_f32, " + passes);
+      "; f32 accumulation); used only where compute.measured_16 is absent (scaling compute.measured by its ratio to "
+      "compute.peak_gflops_f32), " + passes);
   const std::string unused = "fixed: roofline parameter, unused because compute.measured is set";
   s["compute.tile_m"] = s["compute.tile_n"] = s["compute.units"] = s["compute.efficiency"] = unused;
 

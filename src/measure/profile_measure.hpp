@@ -56,7 +56,8 @@ double max_over_ranks(MPI_Comm comm, double value);
 // --- compute (profile_compute.cpp) ---
 
 struct ComputeResult {
-  std::vector<GemmPoint> grid;  // f32 GEMM rates per rank, GFLOP/s
+  std::vector<GemmPoint> grid;     // f32 GEMM rates per rank, GFLOP/s
+  std::vector<GemmPoint> grid_16;  // bf16 GEMM rates (oneDNN, f32 accumulation) on the same shapes
   int dgemm_n = 0;              // the f64 GEMM (and the bf16 one) is dgemm_n cubed
   double dgemm_gflops = 0;
   double bf16_gflops = 0;       // oneDNN's bf16 matmul (f32 accumulation), dgemm_n cubed
@@ -67,8 +68,8 @@ struct ComputeResult {
   double max_flops = 0;  // the grid leaves out shapes of more flops
 };
 
-/// The sgemm grid, one large dgemm and one bf16 GEMM (oneDNN), a memcpy far larger than the
-/// caches and the cost of a tiny BLAS call, all interleaved.
+/// The sgemm grid, the same grid of bf16 GEMMs (oneDNN), one large dgemm and one large bf16
+/// GEMM, a memcpy far larger than the caches and the cost of a tiny BLAS call, all interleaved.
 ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 
 // --- network (profile_network.cpp) ---

@@ -477,6 +477,19 @@ TEST(Profile, GemmRateBasisNamesTheRateUsed) {
   EXPECT_EQ(gemm_rate_basis(p, DType::f32), "f32 at the nearest measured shape's rate (compute.measured: measured)");
   EXPECT_EQ(gemm_rate_basis(p, DType::f64),
             "f64 at the nearest measured shape's f32 rate x 0.500 (compute.peak_gflops_f64)");
+  // A measured 16-bit table: bf16 and f16 GEMMs take its nearest shape as it is, whatever the
+  // ratio of the peaks says (here 16-bit at 3x f32 on the small shape, 1.5x on the large one).
+  p.compute.peak_gflops_16 = 400;
+  p.compute.measured = {{64, 64, 64, 50}, {1024, 1024, 1024, 100}};
+  p.compute.measured_16 = {{64, 64, 64, 150}, {1024, 1024, 1024, 150}};
+  p.sources["compute.measured_16"] = "measured: cofuse profile on a host";
+  EXPECT_EQ(gemm_rate_basis(p, DType::bf16), "bf16 at the nearest measured shape's 16-bit rate (compute.measured_16: measured)");
+  EXPECT_NEAR(gemm_seconds(p, DType::bf16, 64, 64, 64), gemm_seconds(p, DType::f32, 64, 64, 64) / 3, 1e-15);
+  EXPECT_NEAR(gemm_seconds(p, DType::bf16, 1000, 1000, 1000), gemm_seconds(p, DType::f32, 1000, 1000, 1000) / 1.5, 1e-12);
+  // It survives a round trip; a bad point is refused by name.
+  EXPECT_EQ(parse_profile(to_json(p), "round trip").compute.measured_16, p.compute.measured_16);
+  p.compute.measured_16[1].gflops = 0;
+  EXPECT_NE(p.validate().message().find("compute.measured_16: every point needs"), std::string::npos) << p.validate().message();
 }
 
 }  // namespace

@@ -98,19 +98,23 @@ json collective_json(const CollectiveModel& c) {
 // The backends a profile may name, by their to_string() names.
 constexpr Backend kBackends[] = {Backend::cpu_mpi, Backend::cuda_local, Backend::cuda_nccl};
 
-// The peak gemm_seconds() scales a dtype's GEMMs by: its field and its factor over
-// peak_gflops_f32 (bf16 and f16 without a 16-bit rate run "as f32").
+// Where gemm_seconds() takes a dtype's rate from: a measured table (measured, or measured_16 for
+// 16-bit GEMMs where the profile has one) or the roofline's peak, scaled by `scale` over it
+// (bf16 and f16 without a 16-bit rate run "as f32"); `field` is what explains the scale.
 struct DtypeRate {
   const char* field;
   double scale;
   bool as_f32;  // a 16-bit dtype on a profile with no 16-bit rate
+  const std::vector<GemmPoint>* table;  // nullptr: the roofline
 };
 
 DtypeRate dtype_rate(const ComputeModel& c, DType dtype) {
-  if (dtype == DType::f64) return {"compute.peak_gflops_f64", c.peak_gflops_f64 / c.peak_gflops_f32, false};
+  const std::vector<GemmPoint>* table = c.measured.empty() ? nullptr : &c.measured;
+  if (dtype == DType::f64) return {"compute.peak_gflops_f64", c.peak_gflops_f64 / c.peak_gflops_f32, false, table};
   const bool half = dtype == DType::bf16 || dtype == DType::f16;
-  if (half && c.peak_gflops_16 > 0) return {"compute.peak_gflops_16", c.peak_gflops_16 / c.peak_gflops_f32, false};
-  return {"compute.peak_gflops_f32", 1.0, half};
+  if (half && table && !c.measured_16.empty()) return {"compute.measured_16", 1.0, false, &c.measured_16};
+  if (half && c.peak_gflops_16 > 0) return {"compute.peak_gflops_16", c.peak_gflops_16 / c.peak_gflops_f32, false, table};
+  return {"compute.peak_gflops_f32", 1.0, half, table};
 }
 
 std::filesystem::path source_profiles() { return COFUSE_SOURCE_PROFILES_DIR; }
@@ -133,6 +137,9 @@ Status MachineProfile::validate() const {
   if (compute.memory_GBps <= 0) return fail("compute.memory_GBps must be > 0");
   for (const GemmPoint& p : compute.measured)
     if (p.m < 1 || p.n < 1 || p.k < 1 || p.gflops <= 0) return fail("compute.measured: every point needs m, n, k >= 1 and gflops > 0");
+  for (const GemmPoint& p : compute.measured_16)
+    if (p.m < 1 || p.n < 1 || p.k < 1 || p.gflops <= 0)
+      return fail("compute.measured_16: every point needs m, n, k >= 1 and gflops > 0");
   const NetworkModel& n = network;
   if (n.topology != "switch" && n.topology != "shared" && n.topology != "two_level")
     return fail("network.topology '" + n.topology + "' is not switch, shared or two_level");
@@ -186,19 +193,21 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       f.number("efficiency", p.compute.efficiency);
       f.number("memory_GBps", p.compute.memory_GBps, true);
       f.number("launch_s", p.compute.launch_s);
-      if (const json* m = f.child("measured")) {
-        if (!m->is_array()) bad(origin, "compute.measured must be a list of {m, n, k, gflops}");
-        for (std::size_t i = 0; i < m->size(); ++i) {
-          Fields g((*m)[i], origin, "compute.measured[" + std::to_string(i) + "]");
-          GemmPoint pt;
-          g.integer("m", pt.m);
-          g.integer("n", pt.n);
-          g.integer("k", pt.k);
-          g.number("gflops", pt.gflops, true);
-          g.done();
-          p.compute.measured.push_back(pt);
+      for (auto [key, points] : {std::pair{"measured", &p.compute.measured}, {"measured_16", &p.compute.measured_16}})
+        if (const json* m = f.child(key)) {
+          const std::string name = std::string("compute.") + key;
+          if (!m->is_array()) bad(origin, name + " must be a list of {m, n, k, gflops}");
+          for (std::size_t i = 0; i < m->size(); ++i) {
+            Fields g((*m)[i], origin, name + "[" + std::to_string(i) + "]");
+            GemmPoint pt;
+            g.integer("m", pt.m);
+            g.integer("n", pt.n);
+            g.integer("k", pt.k);
+            g.number("gflops", pt.gflops, true);
+            g.done();
+            points->push_back(pt);
+          }
         }
-      }
       f.done();
     } else {
       bad(origin, "missing compute");
@@ -240,8 +249,11 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
 }
 
 std::string to_json(const MachineProfile& p) {
-  json measured = json::array();
-  for (const GemmPoint& g : p.compute.measured) measured.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
+  auto points = [](const std::vector<GemmPoint>& table) {
+    json out = json::array();
+    for (const GemmPoint& g : table) out.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
+    return out;
+  };
   json sources = json::object();
   for (const auto& [k, v] : p.sources) sources[k] = v;
   json doc = {{"schema", "cofuse.profile/1"}, {"name", p.name}, {"description", p.description}};
@@ -253,7 +265,8 @@ std::string to_json(const MachineProfile& p) {
                     {"peak_gflops_16", p.compute.peak_gflops_16},
                     {"tile_m", p.compute.tile_m}, {"tile_n", p.compute.tile_n}, {"units", p.compute.units},
                     {"efficiency", p.compute.efficiency}, {"memory_GBps", p.compute.memory_GBps},
-                    {"launch_s", p.compute.launch_s}, {"measured", measured}};
+                    {"launch_s", p.compute.launch_s}, {"measured", points(p.compute.measured)}};
+  if (!p.compute.measured_16.empty()) doc["compute"]["measured_16"] = points(p.compute.measured_16);
   doc["network"] = {{"topology", p.network.topology}, {"alpha_s", p.network.alpha_s},
                     {"bandwidth_GBps", p.network.bandwidth_GBps}, {"ranks_per_node", p.network.ranks_per_node},
                     {"inter_alpha_s", p.network.inter_alpha_s}, {"inter_bandwidth_GBps", p.network.inter_bandwidth_GBps},
@@ -306,12 +319,13 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
   const ComputeModel& c = p.compute;
   if (m <= 0 || n <= 0 || k <= 0) return c.launch_s;  // an empty GEMM costs only its call
   const double flops = 2.0 * double(m) * double(n) * double(k);
-  const double dtype_scale = dtype_rate(c, dtype).scale;
+  const DtypeRate rate = dtype_rate(c, dtype);
+  const double dtype_scale = rate.scale;
   double gflops = 0;
-  if (!c.measured.empty()) {
+  if (rate.table) {
     // The nearest measured shape in log space: GEMM efficiency varies with the logarithm of a size.
     double best = 1e300;
-    for (const GemmPoint& pt : c.measured) {
+    for (const GemmPoint& pt : *rate.table) {
       const double d = std::pow(std::log2(double(m) / double(pt.m)), 2) + std::pow(std::log2(double(n) / double(pt.n)), 2) +
                        std::pow(std::log2(double(k) / double(pt.k)), 2);
       if (d < best) {
@@ -356,10 +370,11 @@ std::string gemm_rate_basis(const MachineProfile& p, DType dtype) {
     else o << gflops << " GFLOP/s";
     o << " peak per rank";
   } else {
-    o << "the nearest measured shape's " << (r.scale == 1 ? "rate" : "f32 rate");
+    o << "the nearest measured shape's "
+      << (r.table == &c.measured_16 ? "16-bit rate" : r.scale == 1 ? "rate" : "f32 rate");
     if (r.scale != 1) o << std::setprecision(3) << " x " << r.scale;
   }
-  const std::string field = c.measured.empty() || r.scale != 1 ? r.field : "compute.measured";
+  const std::string field = c.measured.empty() || r.scale != 1 || r.table == &c.measured_16 ? r.field : "compute.measured";
   const std::string why = kind(r.as_f32 ? "compute.peak_gflops_16" : field);
   if (r.as_f32) o << ": the profile has no 16-bit rate (compute.peak_gflops_16 = 0";
   else o << " (" << field;
