@@ -101,6 +101,12 @@ JudgedCalibration judge_calibration(const std::string& text, const std::string& 
     out.problem = "foreign (" + path + " was measured for " + c.signature + ", this job is " + signature + ")";
     return out;
   }
+  // Measured where bf16 GEMMs run (a 16-bit rate) but before they were measured shape by shape:
+  // its bf16 GEMMs would be timed by one n^3 ratio.
+  if (c.profile.compute.peak_gflops_16 > 0 && c.profile.compute.measured_16.empty()) {
+    out.problem = "stale (" + path + " was kept before bf16 GEMMs were measured shape by shape)";
+    return out;
+  }
   const std::optional<double> measured = epoch_seconds(c.measured_at);
   const double age_days = measured ? (double(std::time(nullptr)) - *measured) / 86400 : 1e9;
   if (!measured || age_days > kCalibrationMaxAgeDays || age_days < -1) {
@@ -152,7 +158,7 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
       *problem = "foreign (measured for " + j.at("key").get<std::string>() + ")";
       return std::nullopt;
     }
-    if (!j.contains("bf16_gflops") || !j.contains("grid_16")) {
+    if (!j.contains("bf16_gflops") || !j.contains("grid_16")) {  // a CPU without bf16 GEMMs keeps both, empty and 0
       *problem = "kept before bf16 GEMMs were measured shape by shape";
       return std::nullopt;
     }
@@ -172,7 +178,9 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
     r.blas_call_s = j.at("blas_call_s").get<double>();
     r.passes = j.at("passes").get<int>();
     r.max_flops = j.at("max_flops").get<double>();
-    if (r.grid.empty() || r.grid_16.size() != r.grid.size() || !(r.dgemm_gflops > 0) || !(r.bf16_gflops > 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
+    const bool bf16 = !r.grid_16.empty();  // measured where oneDNN multiplies bf16
+    if (r.grid.empty() || (bf16 && r.grid_16.size() != r.grid.size()) || !(r.dgemm_gflops > 0) ||
+        (bf16 ? !(r.bf16_gflops > 0) : r.bf16_gflops != 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))
       throw Error(ErrorCode::invalid_argument, "empty table or a rate that is not positive");
     return r;
   } catch (const std::exception& e) {

@@ -58,7 +58,8 @@ Measured measure_machine(MPI_Comm comm, bool quick, const StepProgress& progress
   };
   m.compute = measure_compute(comm, effort, within(kComputeSteps, "compute"));
   done += kComputeSteps;
-  progress(done, 0, "compute: " + std::to_string(m.compute.grid.size()) + " GEMM shapes, dgemm, bf16 GEMM, memcpy, BLAS call");
+  progress(done, 0, "compute: " + std::to_string(m.compute.grid.size()) + " GEMM shapes in f32 and " +
+                        std::to_string(m.compute.grid_16.size()) + " in bf16, dgemm, bf16 GEMM, memcpy, BLAS call");
   // The executor's default polling interval: the simulator's default assumes the same.
   m.network = measure_network(comm, effort, SimOptions{}.poll_us, within(kNetworkSteps, "network"),
                               two_level_ranks_per_host(comm));
@@ -120,13 +121,18 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   s["compute.memory_GBps"] = src.measured("memcpy of " + std::to_string(mc.copy_mib) +
                                           " MiB, (bytes read + bytes written) / time, " + passes);
   s["compute.launch_s"] = src.measured("one 1x1x1 cblas_sgemm call, " + passes);
-  s["compute.measured_16"] = src.measured("oneDNN bf16 matmul (" + detail::dnnl_version() +
-                                          "; f32 accumulation, C 64-byte aligned) on the shapes of compute.measured: " +
-                                          shape_list(mc.grid_16) + "; the simulator's rate for bf16 GEMMs, " + passes);
-  s["compute.peak_gflops_16"] = src.measured(
-      "oneDNN bf16 matmul " + n + "x" + n + "x" + n + " (" + detail::dnnl_version() +
-      "; f32 accumulation); used only where compute.measured_16 is absent (scaling compute.measured by its ratio to "
-      "compute.peak_gflops_f32), " + passes);
+  if (mc.grid_16.empty()) {
+    s["compute.peak_gflops_16"] = "fixed: 0 (as f32): " + detail::bf16_gemm_problem();
+  } else {
+    s["compute.measured_16"] = src.measured(
+        "oneDNN bf16 matmul (" + detail::dnnl_version() + "; f32 accumulation, C 64-byte aligned) on the shapes of "
+        "compute.measured: " + shape_list(mc.grid_16) + "; the simulator's rate for bf16 GEMMs; seconds per call (a "
+        "sample batches calls to >= 2 ms), " + passes);
+    s["compute.peak_gflops_16"] = src.measured(
+        "oneDNN bf16 matmul " + n + "x" + n + "x" + n + " (" + detail::dnnl_version() +
+        "; f32 accumulation); used only where compute.measured_16 is absent (scaling compute.measured by its ratio to "
+        "compute.peak_gflops_f32), " + passes);
+  }
   const std::string unused = "fixed: roofline parameter, unused because compute.measured is set";
   s["compute.tile_m"] = s["compute.tile_n"] = s["compute.units"] = s["compute.efficiency"] = unused;
 

@@ -12,11 +12,14 @@ namespace cofuse::measure {
 std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
                                      const ProfileProgress& progress) {
   const std::size_t count = timed.size();
-  // Warm-up (caches, page faults, connections, BLAS buffers), which also says how long a call
-  // takes. Batches are agreed (the longest any rank needs), so every rank runs the same calls.
+  // Warm-up (caches, page faults, connections, BLAS buffers, a oneDNN primitive made on first
+  // use), then a second call, which says how long a call takes: timed from the first, a bf16
+  // GEMM's setup made its batches a call or two where 2 ms needs a hundred. Batches are agreed
+  // (the longest any rank needs), so every rank runs the same calls.
   std::vector<double> estimate(count), slowest(count);
   for (std::size_t i = 0; i < count; ++i) {
     progress(0, timed[i].name + " (warm-up)");
+    timed[i].call();
     detail::mpi_check(MPI_Barrier(comm), "MPI_Barrier");
     const double t0 = steady_seconds();
     timed[i].call();

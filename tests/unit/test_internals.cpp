@@ -7,10 +7,16 @@
 #include <random>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cpu/comm/agreement.hpp"
 #include "core/common/half.hpp"
 #include "core/stream/view_ops.hpp"
 #include "cpu/compute/gemm.hpp"
+#include "cofuse/calibrate.hpp"
+#include "cofuse/profile.hpp"
+#include "measure/calibration_cache.hpp"
+#include "measure/text.hpp"
 #include "measure/timing.hpp"
 
 namespace cofuse {
@@ -132,6 +138,55 @@ TEST(FormatRanks, CompressesRuns) {
   EXPECT_EQ(detail::format_ranks({0, 1, 2, 5}), "ranks 0-2,5");
   EXPECT_EQ(detail::format_ranks({0, 2, 4}), "ranks 0,2,4");
   EXPECT_EQ(detail::format_ranks({1, 2}), "ranks 1-2");
+}
+
+// The GEMM table kept for calibration carries the bf16 grid: it reads back; a table kept before
+// the bf16 grid existed is measured again; a CPU without bf16 GEMMs keeps an empty grid and 0.
+TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
+  measure::ComputeResult r;
+  r.grid = {{16, 256, 256, 20}, {1024, 1024, 1024, 90}};
+  r.grid_16 = {{16, 256, 256, 40}, {1024, 1024, 1024, 250}};
+  r.dgemm_n = 256;
+  r.dgemm_gflops = 40;
+  r.bf16_gflops = 120;
+  r.copy_mib = 64;
+  r.copy_GBps = 10;
+  r.blas_call_s = 1e-7;
+  r.passes = 3;
+  r.max_flops = 1e9;
+  std::string problem;
+  const auto back = measure::parse_compute_table(measure::compute_table_text(r, "key"), "key", &problem);
+  ASSERT_TRUE(back) << problem;
+  EXPECT_EQ(back->grid_16, r.grid_16);
+  nlohmann::json old = nlohmann::json::parse(measure::compute_table_text(r, "key"));
+  old.erase("grid_16");
+  EXPECT_FALSE(measure::parse_compute_table(old.dump(), "key", &problem));
+  EXPECT_EQ(problem, "kept before bf16 GEMMs were measured shape by shape");
+  measure::ComputeResult no_bf16 = r;
+  no_bf16.grid_16.clear();
+  no_bf16.bf16_gflops = 0;
+  EXPECT_TRUE(measure::parse_compute_table(measure::compute_table_text(no_bf16, "key"), "key", &problem)) << problem;
+  no_bf16.grid_16 = {r.grid_16[0]};  // half a grid
+  no_bf16.bf16_gflops = 120;
+  EXPECT_FALSE(measure::parse_compute_table(measure::compute_table_text(no_bf16, "key"), "key", &problem));
+}
+
+// A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
+// it is stale, and measured again.
+TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {
+  Calibration c;
+  c.profile = load_profile("this-host-shm");
+  c.profile.compute.peak_gflops_16 = 2 * c.profile.compute.peak_gflops_f32;
+  c.profile.compute.measured_16.clear();
+  c.signature = "sig";
+  c.measured_at = measure::utc_now();
+  c.cached_check_GBps = c.check_GBps = 5;
+  auto judged = measure::judge_calibration(measure::calibration_text(c), "kept.json", "sig", 5, 0.25);
+  EXPECT_FALSE(judged.calibration);
+  EXPECT_NE(judged.problem.find("before bf16 GEMMs were measured shape by shape"), std::string::npos) << judged.problem;
+  c.profile.compute.measured_16 = c.profile.compute.measured;
+  judged = measure::judge_calibration(measure::calibration_text(c), "kept.json", "sig", 5, 0.25);
+  EXPECT_TRUE(judged.calibration) << judged.problem;
 }
 
 TEST(Summarize, MedianMinMax) {

@@ -137,6 +137,9 @@ Status MachineProfile::validate() const {
   if (compute.memory_GBps <= 0) return fail("compute.memory_GBps must be > 0");
   for (const GemmPoint& p : compute.measured)
     if (p.m < 1 || p.n < 1 || p.k < 1 || p.gflops <= 0) return fail("compute.measured: every point needs m, n, k >= 1 and gflops > 0");
+  if (!compute.measured_16.empty() && compute.measured.empty())
+    return fail("compute.measured_16 needs compute.measured (a profile of measured f32 rates); a roofline profile "
+                "gives 16-bit GEMMs compute.peak_gflops_16");
   for (const GemmPoint& p : compute.measured_16)
     if (p.m < 1 || p.n < 1 || p.k < 1 || p.gflops <= 0)
       return fail("compute.measured_16: every point needs m, n, k >= 1 and gflops > 0");
