@@ -39,10 +39,6 @@ constexpr double kGeluC = 0.7978845608028654;  // √(2/π)
 
 }  // namespace
 
-void store(DType t, void* p, int64_t i, double v) {
-  typed(t, [&](auto e) { decltype(e)::set(p, i, v); });
-}
-
 void add_bias(DType t, void* y, int64_t rows, int64_t cols, const void* b) {
   typed(t, [&](auto e) {
     using E = decltype(e);

@@ -8,8 +8,6 @@
 
 namespace cofuse::detail {
 
-/// p[i] = v, rounded to t.
-void store(DType t, void* p, int64_t i, double v);
 /// y[i, j] += b[j] for a rows x cols y.
 void add_bias(DType t, void* y, int64_t rows, int64_t cols, const void* b);
 /// db[j] = Σ_i dy[i, j].

@@ -3,6 +3,7 @@
 
 #include "cofuse/layers.hpp"
 #include "cofuse/random.hpp"
+#include "core/common/half.hpp"
 #include "layers/layer_math.hpp"
 
 namespace cofuse {
@@ -16,7 +17,7 @@ std::vector<char> block(DType t, const std::vector<double>& full, int64_t ld, in
   std::vector<char> out(std::size_t(rows * cols) * dtype_size(t));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      detail::store(t, out.data(), i * cols + j, full[std::size_t((r0 + i) * ld + c0 + j)] * scale);
+      detail::store_element(t, out.data(), i * cols + j, full[std::size_t((r0 + i) * ld + c0 + j)] * scale);
     }
   return out;
 }

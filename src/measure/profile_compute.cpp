@@ -68,17 +68,20 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
     c_size = std::max(c_size, std::size_t(s.m) * s.n);
   }
   std::vector<float> a = filled<float>(a_size), b = filled<float>(b_size), c = filled<float>(c_size);
-  // The bf16 grid's operands: the same values rounded, C on a cache line as the executor's
-  // workspace is (oneDNN writes an unaligned C 2.4x slower, gemm.cpp).
-  std::vector<uint16_t> a16(a_size), b16(b_size), c16_storage(c_size + 32);
-  for (std::size_t i = 0; i < a_size; ++i) a16[i] = detail::float_to_bf16(a[i]);
-  for (std::size_t i = 0; i < b_size; ++i) b16[i] = detail::float_to_bf16(b[i]);
-  uint16_t* c16 = detail::first_cache_line(c16_storage.data());
   const std::size_t n = std::size_t(r.dgemm_n);
   std::vector<double> da = filled<double>(n * n), db = da, dc = da;
-  std::vector<uint16_t> ha(n * n), hb(n * n);  // bf16 inputs of the same values; C on a cache line below
-  for (std::size_t i = 0; i < n * n; ++i) ha[i] = hb[i] = detail::float_to_bf16(float(da[i]));
-  std::vector<uint16_t> hc_storage(n * n + 32);
+  // bf16 where oneDNN multiplies it (AVX-512); elsewhere no 16-bit rate: the profile says as f32.
+  const bool bf16 = detail::bf16_gemm_problem().empty();
+  // The bf16 GEMMs' operands (none where they are not timed): the same values rounded, and C on a
+  // cache line as the executor's workspace is (oneDNN writes an unaligned C 2.4x slower, gemm.cpp).
+  auto rounded = [bf16](const auto& values) {
+    std::vector<uint16_t> out(bf16 ? values.size() : 0);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::float_to_bf16(float(values[i]));
+    return out;
+  };
+  const std::vector<uint16_t> a16 = rounded(a), b16 = rounded(b), ha = rounded(da), hb = ha;
+  std::vector<uint16_t> c16_storage(bf16 ? c_size + 32 : 0), hc_storage(bf16 ? n * n + 32 : 0);
+  uint16_t* c16 = detail::first_cache_line(c16_storage.data());
   uint16_t* hc_aligned = detail::first_cache_line(hc_storage.data());
   const std::size_t bytes = std::size_t(r.copy_mib) << 20;
   std::vector<char> from(bytes, 1), to(bytes, 0);  // written now, so no page fault is timed
@@ -91,8 +94,6 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                                    s.n, 0.0f, c.data(), s.n);
                      },
                      2e-3});
-  // bf16 where oneDNN multiplies it (AVX-512); elsewhere no 16-bit rate: the profile says as f32.
-  const bool bf16 = detail::bf16_gemm_problem().empty();
   if (bf16)
     for (const Shape& s : shapes)
       timed.push_back({"bf16 gemm " + s.text() + " (oneDNN)",

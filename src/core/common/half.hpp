@@ -59,4 +59,14 @@ inline double element_value(DType t, const void* data, int64_t i) {
   return 0;
 }
 
+/// Element i of a host buffer of t = v, rounded once to t (16-bit types: through f32).
+inline void store_element(DType t, void* data, int64_t i, double v) {
+  switch (t) {
+    case DType::f64: static_cast<double*>(data)[i] = v; break;
+    case DType::f32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
+    case DType::bf16: static_cast<uint16_t*>(data)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DType::f16: static_cast<uint16_t*>(data)[i] = float_to_f16(static_cast<float>(v)); break;
+  }
+}
+
 }  // namespace cofuse::detail

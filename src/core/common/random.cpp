@@ -18,12 +18,7 @@ void fill_random(DType dtype, void* data, int64_t n, uint64_t seed, uint64_t str
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     const double value = static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;  // [-1, 1)
-    switch (dtype) {
-      case DType::f64: static_cast<double*>(data)[i] = value; break;
-      case DType::f32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
-      case DType::bf16: static_cast<uint16_t*>(data)[i] = detail::float_to_bf16(static_cast<float>(value)); break;
-      case DType::f16: static_cast<uint16_t*>(data)[i] = detail::float_to_f16(static_cast<float>(value)); break;
-    }
+    detail::store_element(dtype, data, i, value);
   }
 }
 

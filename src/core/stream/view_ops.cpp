@@ -43,8 +43,9 @@ void add_rows_16(const uint16_t* from, int64_t from_ld, uint16_t* into, int64_t 
 // build targets plain x86-64 (SSE2), where the convert-add-round loop stays scalar, so this one
 // loop is also compiled for the x86-64-v4 (AVX-512) and v3 (AVX2) levels and the loader picks
 // what the CPU supports: 512K sums in 120-190 us on this machine's Xeon against 465 us scalar
-// (the f32 add of as many: 160-200 us). Same results in every clone: the conversions are exact integer arithmetic.
-// Sanitizer builds keep one version (the clones' resolver runs before the sanitizer starts).
+// (the f32 add of as many: 160-200 us). Same results in every clone: the conversions are exact
+// integer arithmetic. Sanitizer builds keep one version (the clones' resolver runs before the
+// sanitizer starts).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -56,10 +57,6 @@ void add_row_bf16(const uint16_t* __restrict src, uint16_t* __restrict dst, int6
 void add_rows_bf16(const uint16_t* from, int64_t from_ld, uint16_t* into, int64_t into_ld, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) add_row_bf16(from + i * from_ld, into + i * into_ld, cols);
 }
-
-}  // namespace
-
-namespace {
 
 // f32 rows rounded into 16-bit ones: the last step of a block summed in f32 (wire=f32).
 template <uint16_t (*from_float)(float)>

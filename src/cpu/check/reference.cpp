@@ -16,16 +16,6 @@ namespace cofuse {
 
 namespace {
 
-double load(DType dtype, const void* data, int64_t index) {
-  switch (dtype) {
-    case DType::f64: return static_cast<const double*>(data)[index];
-    case DType::bf16: return detail::bf16_to_float(static_cast<const uint16_t*>(data)[index]);
-    case DType::f16: return detail::f16_to_float(static_cast<const uint16_t*>(data)[index]);
-    case DType::f32: break;
-  }
-  return static_cast<const float*>(data)[index];
-}
-
 // A dense row-major matrix of doubles.
 struct Dense {
   int64_t rows = 0, cols = 0;
@@ -37,7 +27,7 @@ struct Dense {
 // Element (i, j) of op(X) where X is stored row-major and op(X) has `op_cols` columns.
 double op_element(DType dtype, const void* stored, bool transposed, int64_t op_rows, int64_t op_cols, int64_t i,
                   int64_t j) {
-  return transposed ? load(dtype, stored, j * op_rows + i) : load(dtype, stored, i * op_cols + j);
+  return detail::element_value(dtype, stored, transposed ? j * op_rows + i : i * op_cols + j);
 }
 
 // Every rank's raw buffer of `elements` values, concatenated in rank order.
@@ -127,7 +117,7 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
   detail::mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   double err2 = 0, ref2 = 0;
   for (std::size_t i = 0; i < expected_.size(); ++i) {
-    const double got = load(d.dtype, c, static_cast<int64_t>(i)), want = expected_[i];
+    const double got = detail::element_value(d.dtype, c, static_cast<int64_t>(i)), want = expected_[i];
     err2 += (got - want) * (got - want);
     ref2 += want * want;
   }
@@ -145,7 +135,7 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
     for (int64_t i = 0; i < M && gathered_ok; ++i)
       for (int64_t kk = 0; kk < K; ++kk) {
         const int64_t index = d.trans_a ? kk * M + i : i * K + kk;
-        if (load(d.dtype, gathered, index) != gathered_[static_cast<std::size_t>(i * K + kk)]) {
+        if (detail::element_value(d.dtype, gathered, index) != gathered_[static_cast<std::size_t>(i * K + kk)]) {
           gathered_ok = 0;
           break;
         }

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "cofuse/status.hpp"
+#include "core/stream/view_ops.hpp"
 
 namespace cofuse::detail {
 
@@ -70,14 +71,13 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
     const bool aligned = reinterpret_cast<uintptr_t>(c) % 64 == 0 && (ldc * c_elem) % 64 == 0;
     void* out = c;
     const int64_t ld_out = aligned ? ldc : (n * c_elem + 63) / 64 * 64 / c_elem;  // 64-byte rows
+    const DType c_type = c4 ? DType::f32 : DType::bf16;
+    const View c_view{Buf::c, 0, m, n, ldc}, out_view{Buf::work, 0, m, n, ld_out};
     if (!aligned) {
       const std::size_t bytes = static_cast<std::size_t>(m * ld_out * c_elem) + 64;
       if (e.scratch.size() < bytes) e.scratch.resize(bytes);
       out = first_cache_line(e.scratch.data());
-      if (accumulate)
-        for (int64_t i = 0; i < m; ++i)
-          std::memcpy(static_cast<char*>(out) + i * ld_out * c_elem, static_cast<const char*>(c) + i * ldc * c_elem,
-                      n * c_elem);
+      if (accumulate) copy_view(c_type, c, c_view, out, out_view);
     }
     const auto found = primitive(ld_out);
     const dnnl::matmul::primitive_desc& pd = found->second.second;
@@ -86,10 +86,7 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* 
     memory dst(pd.dst_desc(), e.engine, out);
     found->second.first.execute(e.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     e.stream.wait();
-    if (!aligned)
-      for (int64_t i = 0; i < m; ++i)
-        std::memcpy(static_cast<char*>(c) + i * ldc * c_elem, static_cast<const char*>(out) + i * ld_out * c_elem,
-                    n * c_elem);
+    if (!aligned) copy_view(c_type, out, out_view, c, c_view);
   } catch (const dnnl::error& err) {
     throw Error(ErrorCode::internal, "gemm: oneDNN bf16 matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                                          std::to_string(k) + ": " + err.what());

@@ -133,14 +133,15 @@ void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
     const int64_t k = t.trans_x ? t.x.rows : t.x.cols;
     const int64_t step = tiled ? settings_.tile_rows : t.z.rows;
     const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+    const DType c_type = type_of(t.z);  // the op's dtype, or f32 for partial sums kept wide
+    const int64_t c_elem = static_cast<int64_t>(dtype_size(c_type));
     for (int64_t row = 0; row < t.z.rows; row += step) {
       const int64_t rows = std::min(step, t.z.rows - row);
       // Rows [row, row+rows) of op(x) are rows of x, or columns of a transposed x.
       const int64_t x_offset = t.trans_x ? row : row * t.x.ld;
       gemm(dtype, rows, t.z.cols, k, {static_cast<char*>(pointer(t.x)) + x_offset * elem, t.x.ld, t.trans_x},
-           {pointer(t.y), t.y.ld, t.trans_y},
-           static_cast<char*>(pointer(t.z)) + row * t.z.ld * int64_t(dtype_size(type_of(t.z))), t.z.ld, t.accumulate,
-           type_of(t.z));
+           {pointer(t.y), t.y.ld, t.trans_y}, static_cast<char*>(pointer(t.z)) + row * t.z.ld * c_elem, t.z.ld,
+           t.accumulate, c_type);
       if (tiled && make_progress) progress();
     }
   }

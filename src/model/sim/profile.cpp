@@ -377,7 +377,7 @@ std::string gemm_rate_basis(const MachineProfile& p, DType dtype) {
       << (r.table == &c.measured_16 ? "16-bit rate" : r.scale == 1 ? "rate" : "f32 rate");
     if (r.scale != 1) o << std::setprecision(3) << " x " << r.scale;
   }
-  const std::string field = c.measured.empty() || r.scale != 1 || r.table == &c.measured_16 ? r.field : "compute.measured";
+  const std::string field = r.table == &c.measured && r.scale == 1 ? "compute.measured" : r.field;
   const std::string why = kind(r.as_f32 ? "compute.peak_gflops_16" : field);
   if (r.as_f32) o << ": the profile has no 16-bit rate (compute.peak_gflops_16 = 0";
   else o << " (" << field;
