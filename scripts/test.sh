@@ -4,15 +4,31 @@
 #   2. the tests built with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/; any
 #      report fails its test; the exceptions are listed below);
 #   3. a short fuzz run of every parser (scripts/fuzz.sh 10);
-#   4. every test of the normal build (build/). CTest's summary of this run is the last line.
+#   4. every test of the normal build (build/).
+# The last line is the count over every ctest stage, `tests: N passed, N failed, N skipped`
+# (what CI reads), after one line per stage and the skipped tests with their reasons.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each ctest stage writes its results as JUnit (--output-junit, a path in its build folder);
+# scripts/test_summary.py adds them up at the exit, also when a stage failed (the stages after
+# it read "not run"; files of an earlier run are deleted first so they cannot stand in). The exit
+# status stays the stages' own, and is a failure too when no summary could be printed.
+junit=ctest-junit.xml
+rm -f build-tsan/$junit build-asan/$junit build/$junit
+root=$(pwd)
+print_summary() {
+  local status=$?
+  /usr/bin/python3 "$root/scripts/test_summary.py" tsan="$root/build-tsan/$junit" asan="$root/build-asan/$junit" \
+    normal="$root/build/$junit" || status=1
+  exit $status
+}
+trap print_summary EXIT
 bash scripts/setup-deps.sh
 source scripts/env.sh
 
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=thread -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-tsan --target cofuse_mpi_tests
-(cd build-tsan && ctest --output-on-failure -L tsan)
+(cd build-tsan && ctest --output-on-failure -L tsan --output-junit $junit)
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOFUSE_SANITIZE=address,undefined -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-asan
@@ -30,10 +46,11 @@ cmake --build build-asan
 (cd build-asan &&
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --output-on-failure -j2 --timeout 900 -LE tsan -E "package_consumer|netlab_shaped_link|mpi_hosts|mpi_np3|mpi_np4|cli_save_numpy|soak")
+  ctest --output-on-failure -j2 --timeout 900 -LE tsan -E "package_consumer|netlab_shaped_link|mpi_hosts|mpi_np3|mpi_np4|cli_save_numpy|soak" \
+    --output-junit $junit)
 
 bash scripts/fuzz.sh 10
 
 bash scripts/build.sh
 cd build
-ctest --output-on-failure -j2 --timeout 600
+ctest --output-on-failure -j2 --timeout 600 --output-junit $junit

@@ -5,17 +5,21 @@
 
 Asserts: every line parses and carries the documented fields; every case has serial, naive and
 at least one cofuse variant; every error is under its tolerance; the metrics agree with the
-times they are computed from; with --csv, one CSV row per record with the same values; with
---timing, the fastest serial call ~ the fastest G + the fastest M within noise (the case must
-be large enough for that to hold), unless the GEMM alone shows the machine was busy (skipped,
-with a line saying so).
-Prints 'records OK' and exits 0, or prints every problem and exits 1.
+times they are computed from; serial's calls are at least its two phases (its GEMM and its
+collective run one after the other); with --csv, one CSV row per record with the same values;
+with --timing, the fastest serial call ~ the fastest G + the fastest M within noise (the case
+must be large enough for that to hold).
+Prints 'records OK' and exits 0, or prints every problem and exits 1. When the GEMM alone shows
+the machine was busy, the timing check cannot be made: then, every other check having passed,
+it prints 'records OK', a 'SKIPPED: ...' line saying why, and exits 77 (skipped, for CTest).
 """
 import argparse
 import csv
 import json
 import math
 import sys
+
+SKIPPED = 77  # the exit status CTest reports as skipped (SKIP_RETURN_CODE 77)
 
 REQUIRED = [
     "schema", "run.started", "run.command", "run.seed", "run.iters", "run.warmup", "run.naive_chunks",
@@ -57,6 +61,7 @@ def main():
     ap.add_argument("--timing", action="store_true")
     args = ap.parse_args()
     problems = []
+    busy = []  # cases whose timing check could not be made
     records = []
     with open(args.records) as f:
         for number, line in enumerate(f, 1):
@@ -141,11 +146,24 @@ def main():
                         problems.append(f"case {key[1]} {r['schedule_name']}: metrics.{name} = {r['metrics'][name]}, "
                                         f"but the times give {want}")
         serial = [r for r in rs if r["variant"] == "serial"]
-        if serial and not close(serial[0]["times_ms"]["total"]["median"], serial[0]["baselines_ms"]["serial"]["median"]):
-            problems.append(f"case {key[1]}: the serial record and the serial baseline differ")
-        ring = [r for r in rs if r["schedule_name"] == "serial-ring"]
-        if ring and not close(ring[0]["times_ms"]["total"]["median"], ring[0]["baselines_ms"]["serial_ring"]["median"]):
-            problems.append(f"case {key[1]}: the serial-ring record and the serial-ring baseline differ")
+        # Not checked: the serial record's total against baselines_ms.serial (nor serial-ring's
+        # against baselines_ms.serial_ring). src/measure/bench_record.cpp writes both from the
+        # same measurement (CaseResult::serial()), so they cannot differ.
+        # Checked instead, from the plan's structure: serial runs one GEMM and one library
+        # collective one after the other (one depends on the other), so on every rank a call
+        # lasts at least its GEMM task plus its communication task, each timed by its own task
+        # clock. Per call the record keeps the slowest rank's total and GEMM and the least
+        # waiting rank's communication, so total >= GEMM + communication holds call by call, and
+        # for the fastest calls: min total >= min GEMM + min communication. Load cannot break
+        # it (every duration is of the same call); a total that is not this call's, or phases
+        # that overlapped, do. (serial-ring is left out: its receives are posted at the start,
+        # so its communication spans the GEMM.)
+        if serial:
+            t = serial[0]["times_ms"]
+            if t["comm"] is None or t["total"]["min"] < t["gemm"]["min"] + t["comm"]["min"] - 1e-6:
+                problems.append(f"case {key[1]}: serial's fastest call {t['total']['min']:.4f} ms is shorter than its "
+                                f"phases: GEMM {t['gemm']['min']:.4f} ms + communication "
+                                f"{t['comm']['min'] if t['comm'] else None} ms")
         if args.timing and serial:
             b = serial[0]["baselines_ms"]
             # Serial is one GEMM then one collective: its time is G + M up to call overhead.
@@ -154,13 +172,14 @@ def main():
             # any timing: on a 2-core machine busy with two compilers, serial's calls took
             # 3-105 ms against G + M = 3.3 ms, every phase correct. The GEMM alone is the run's
             # own noise meter (a local GEMM of one size varies only with load): when its median
-            # is over 1.5x its fastest call, the machine was busy, the timing check is skipped
-            # and says so. Otherwise the fastest calls are compared (load only ever slows a
-            # call down) with a generous bound. The test also runs alone (RUN_SERIAL).
+            # is over 1.5x its fastest call, the machine was busy and the check cannot be made:
+            # the run then ends as skipped (exit 77), which CTest reports, rather than passing
+            # on a check it did not make. Otherwise the fastest calls are compared (load only
+            # ever slows a call down) with a generous bound. The test also runs alone (RUN_SERIAL).
             g = b["gemm_alone"]
             if g["median"] > 1.5 * g["min"]:
-                print(f"case {key[1]}: timing check skipped: the machine was busy (GEMM alone: median "
-                      f"{g['median']:.3f} ms, fastest {g['min']:.3f} ms)")
+                busy.append(f"case {key[1]}: the machine was busy (GEMM alone: median {g['median']:.3f} ms, "
+                            f"fastest {g['min']:.3f} ms)")
                 continue
             G, M, S = g["min"], b["comm_alone"]["min"], b["serial"]["min"]
             if abs(S - (G + M)) > 0.5 * (G + M) + 2.0:
@@ -182,6 +201,9 @@ def main():
     if problems:
         return 1
     print(f"records OK: {len(records)} records, {len(cases)} cases")
+    if busy:
+        print("SKIPPED: the timing check (fastest serial ~ fastest G + M): " + "; ".join(busy))
+        return SKIPPED
     return 0
 
 

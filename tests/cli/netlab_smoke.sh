@@ -15,7 +15,8 @@ fail=0
   --k 48 --schedule hetero-unfused-1d --check --iters 2 >"$out" 2>&1
 status=$?
 cat "$out"
-[ $status -eq 77 ] && exit 77
+# Said in one line, which the suite's summary (scripts/test_summary.py) shows as the reason.
+[ $status -eq 77 ] && { echo "SKIPPED: $(grep -m1 '^netlab: ' "$out" || echo "netlab cannot make namespaces here")"; exit 77; }
 [ $status -eq 0 ] || { echo "FAIL: netlab (switch) exited $status"; fail=1; }
 grep -q "^netlab: TCP, one full-duplex link of 1gbit per rank" "$out" || { echo "FAIL: no link description"; fail=1; }
 grep -Eq "^netlab: link: [0-9.]+ Gbit/s one way" "$out" || { echo "FAIL: no measured link"; fail=1; }
