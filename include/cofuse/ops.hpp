@@ -59,15 +59,17 @@ class Operation {
   /// The ranks first tell each other whether their buffers (and this rank's workspace) are
   /// usable (one 8-byte allreduce), so a null or aliased buffer (or, with
   /// ExecSettings::check_finite, a NaN in A or B), or a failed workspace allocation, on one rank
-  /// makes every rank throw instead of hanging: that rank its own error, the others one naming it.
+  /// makes every rank throw instead of hanging: that rank its own error, the others one naming it
+  /// and what it found ("gemm_rs: rank 1 passed unusable buffers: buffer c is null"; that text
+  /// travels in one broadcast, made only when a rank failed).
   /// Throws cofuse::Error (invalid_argument for buffers, out_of_memory for the workspace, mpi for
   /// an MPI failure, the GEMM's own code when the compute engine fails).
   RunStats execute(const OpBuffers& buffers);
   /// The same, with the caller's own verdict on this rank's buffers joined to the check above
-  /// (no extra message): a binding that knows more of a buffer than its address (its element
-  /// type, shape, strides) passes what it found. A caller_check that is not ok fails the call
-  /// on every rank as an unusable buffer does: this rank throws caller_check's code and message
-  /// (prefixed with the op's name), the others one naming this rank.
+  /// (no extra message unless it fails): a binding that knows more of a buffer than its address
+  /// (its element type, shape, strides) passes what it found. A caller_check that is not ok fails
+  /// the call on every rank as an unusable buffer does: this rank throws caller_check's code and
+  /// message (prefixed with the op's name), the others one naming this rank and that message.
   RunStats execute(const OpBuffers& buffers, const Status& caller_check);
 
   /// Measurement aid (NOT collective, no communication at all): runs only this rank's

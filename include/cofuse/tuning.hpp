@@ -49,12 +49,19 @@ class TuningDb {
   /// The measured winner for desc on machine, or nothing (see the bucket rule above).
   std::optional<TuningEntry> lookup(const OpDesc& desc, const std::string& machine) const;
 
-  /// Adds or replaces the entry of the same key.
+  /// Adds or replaces the entry of the same key (and marks it for the next save).
   void put(const TuningEntry& entry);
 
-  /// Writes the database (atomically: a temporary file of this process, then a rename, so a
-  /// reader never sees half a file and two writers never share a temporary; the last rename
-  /// wins). Throws Error(io).
+  /// Records the entries put() into this database in the file `path`, merged with what the
+  /// file holds by then: other processes (the ranks of a job, two jobs tuning at once) may save
+  /// the same file, and none may lose another's entries. Under an exclusive lock on the file
+  /// `path + ".lock"` (flock, created beside it and left there; it excludes other processes and
+  /// other threads alike), it reads `path` again (a missing, corrupt or foreign file counts as
+  /// empty, as for load), puts this database's put() entries into it (each replacing the entry
+  /// of its key), writes a temporary file and renames it over `path`, so a reader never sees
+  /// half a file. Entries this database only loaded are not written back: a copy read long ago
+  /// must not undo a newer verdict another process saved since. Of two saves of one key, the
+  /// later wins. path: the database file (its directory must exist). Throws Error(io).
   void save(const std::string& path) const;
 
   const std::vector<TuningEntry>& entries() const { return entries_; }
@@ -64,6 +71,7 @@ class TuningDb {
 
  private:
   std::vector<TuningEntry> entries_;
+  std::vector<bool> put_;  // per entry: put() since load, so save writes it
 };
 
 /// The database the planner reads when none is given: $COFUSE_TUNING_DB, or "" (none).

@@ -268,7 +268,8 @@ void AutoOperation::settle() {
 void AutoOperation::record(const TunedCandidate& winner, const TunedCandidate& serial) {
   try {
     // Read again: another AutoOperation of this process (or another process) may have written
-    // since this one planned, and its entries must survive this one's.
+    // since this one planned. (save() merges under the file's lock, so what others write even
+    // between this read and the save survives too; this read says whether the file was usable.)
     std::string ignored;
     TuningDb db = TuningDb::load(db_path_, &ignored);
     TuningEntry e = TuningDb::key_of(desc_, planning_.profile.name);

@@ -181,6 +181,45 @@ TEST(Buffers, AliasingOnOneRankFailsEveryRank) {
   EXPECT_FALSE(message.empty()) << "every rank must fail, not only the culprit";
 }
 
+// An Operation's call where one rank's buffers are wrong (a null output, an output over an
+// input, two outputs over each other): execute throws Error(invalid_argument) on every rank, the
+// culprit with its own problem, the others naming the culprit and its problem, for a schedule whose
+// communication a progress thread drives as for serial; then the same Operation runs a good call
+// correctly (nobody was left inside the call).
+TEST(Buffers, WrongBuffersOnOneRankFailEveryRankOfAnOperation) {
+  const int p = test::world_size(), rank = test::world_rank(), culprit = p - 1;
+  const OpDesc ag{OpKind::ag_gemm, 4 * p, 3 * p, 5, DType::f32, false, false, Axis::m, p};
+  for (const OpDesc& d : {base_desc(), ag})
+    for (const char* schedule : {"serial", "overlap=chunk,chunks=2"}) {
+      SCOPED_TRACE(d.to_string() + " | " + schedule);
+      const LocalShapes s = d.local_shapes();
+      const bool has_gathered = d.op == OpKind::ag_gemm;
+      std::vector<float> block(s.a.elements() + s.b.elements() + s.c.elements() +
+                               (has_gathered ? s.gathered.elements() : 0));
+      fill_random(d.dtype, block.data(), block.size(), test::run_seed(), 11 * rank + 1);
+      float* const a = block.data();
+      float* const b = a + s.a.elements();
+      float* const c = b + s.b.elements();
+      const OpBuffers good{a, b, c, has_gathered ? c + s.c.elements() : nullptr};
+      Operation operation(d, MPI_COMM_WORLD, *Schedule::parse(schedule));
+      std::vector<std::pair<std::string, OpBuffers>> wrongs = {{"buffer c is null", {a, b, nullptr, good.gathered}},
+                                                               {"overlaps", {a, b, a, good.gathered}}};
+      if (has_gathered) wrongs.push_back({"overlaps", {a, b, c, c}});  // gathered over C
+      for (const auto& [problem, wrong] : wrongs) {
+        const std::string message = error_of([&, &wrong = wrong] { operation.execute(rank == culprit ? wrong : good); },
+                                             ErrorCode::invalid_argument);
+        // The culprit's problem reaches every rank; the others' messages name the culprit too.
+        EXPECT_NE(message.find(problem), std::string::npos) << message;
+        if (rank != culprit) {
+          EXPECT_NE(message.find("rank " + std::to_string(culprit) + " passed unusable buffers: "), std::string::npos)
+              << message;
+        }
+      }
+      EXPECT_NO_THROW(operation.execute(good));
+      EXPECT_TRUE(check_against_reference(d, good, MPI_COMM_WORLD).passed());
+    }
+}
+
 TEST(Buffers, GatheredOnlyForAgGemm) {
   const OpDesc d = base_desc();
   const LocalShapes s = d.local_shapes();

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "cofuse/status.hpp"
 #include "cpu/comm/host_layout.hpp"
@@ -81,6 +82,49 @@ TEST(HostLayout, AnOverrideOnSomeRanksOnlyIsRefusedEverywhere) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("COFUSE_RANKS_PER_HOST differs between ranks"), std::string::npos) << e.what();
   }
+}
+
+// The layout logic on made-up machines (pure: layout_of takes each rank's host by its first
+// rank), and the refusal of a layout a two-level schedule cannot take its hosts from.
+TEST(HostLayout, UnevenOrInterleavedHostsAreIrregular) {
+  const detail::HostLayout even = detail::layout_of({0, 0, 2, 2, 4, 4}, "made up");
+  EXPECT_TRUE(even.regular);
+  EXPECT_EQ(even.hosts, 3);
+  EXPECT_EQ(even.ranks_per_host, 2);
+  const detail::HostLayout uneven = detail::layout_of({0, 0, 0, 3, 3}, "made up");  // 3 ranks, then 2
+  EXPECT_FALSE(uneven.regular);
+  EXPECT_EQ(uneven.hosts, 2);
+  EXPECT_EQ(uneven.ranks_per_host, 3);  // the most any host has
+  const detail::HostLayout dealt = detail::layout_of({0, 1, 0, 1}, "made up");  // round-robin: 2 and 2
+  EXPECT_FALSE(dealt.regular);
+  EXPECT_EQ(dealt.host_of, (std::vector<int>{0, 1, 0, 1}));
+}
+
+TEST(HostLayout, ATwoLevelScheduleRefusesAnIrregularLayoutByName) {
+  const Schedule two_level = *Schedule::parse("hetero-unfused-1d,topo=2level");
+  ASSERT_EQ(two_level.host_ranks, 0);  // "the machine's"
+  const auto refusal = [&](const detail::HostLayout& layout) {
+    try {
+      detail::with_layout_hosts(two_level, layout);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted";
+    return std::string();
+  };
+  const std::string uneven = refusal(detail::layout_of({0, 0, 0, 3, 3}, "MPI_COMM_TYPE_SHARED"));
+  for (const char* part : {"topo=2level", "MPI_COMM_TYPE_SHARED", "2 hosts are not equal runs of consecutive ranks",
+                           "host 0: ranks 0-2; host 1: ranks 3-4", "give host_ranks=R"})
+    EXPECT_NE(uneven.find(part), std::string::npos) << part << " not in: " << uneven;
+  const std::string dealt = refusal(detail::layout_of({0, 1, 0, 1}, "made up"));
+  EXPECT_NE(dealt.find("host 0: ranks 0,2; host 1: ranks 1,3"), std::string::npos) << dealt;
+  // A regular layout fills in host_ranks; a schedule with its own host_ranks, or a flat one, needs none.
+  EXPECT_EQ(detail::with_layout_hosts(two_level, detail::layout_of({0, 0, 2, 2}, "made up")).host_ranks, 2);
+  Schedule given = two_level;
+  given.host_ranks = 1;
+  EXPECT_EQ(detail::with_layout_hosts(given, detail::layout_of({0, 1, 0, 1}, "made up")).host_ranks, 1);
+  EXPECT_NO_THROW(detail::with_layout_hosts(*Schedule::parse("hetero-unfused-1d"), detail::layout_of({0, 1, 0}, "x")));
 }
 
 }  // namespace

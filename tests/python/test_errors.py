@@ -83,6 +83,55 @@ def test_a_tensor_off_the_cpu(rng):
                       "CPU tensors only")
 
 
+def on_the_last_rank(good, bad):
+    """The last rank's argument is bad, the others' good (at one rank, that rank's is bad)."""
+    return bad if RANK == LAST else good
+
+
+# One rank's unusable argument (each docs/python.md names) against the others' good ones: every
+# rank raises cofuse.Error with the last rank's problem and its rank, for the functional form
+# (whose agreement carries the problem) and cofuse.Operation (whose call's preflight does), and
+# nobody is left in a collective (raises_everywhere runs a good op after it).
+BAD_ARGUMENTS = {
+    # what is wrong: (the bad (a, b, out, gathered) from good numpy ones, words of the message)
+    "a on meta": (lambda a, b, out, g: (torch.empty(a.shape, device="meta"), b, out, g), "a is on meta"),
+    "out on meta": (lambda a, b, out, g: (a, b, torch.empty(out.shape, device="meta"), g), "out is on meta"),
+    "a strided": (lambda a, b, out, g: (np.repeat(a, 2, axis=1)[:, ::2], b, out, g), "a is not C-contiguous"),
+    "b transposed": (lambda a, b, out, g: (a, np.ascontiguousarray(b.T).T, out, g), "b is not C-contiguous"),
+    "torch a strided": (lambda a, b, out, g: (torch.from_numpy(np.repeat(a, 2, axis=1))[:, ::2], b, out, g),
+                        "a is not C-contiguous"),
+    "out strided": (lambda a, b, out, g: (a, b, np.repeat(out, 2, axis=1)[:, ::2], g), "out is not C-contiguous"),
+    "out read-only": (lambda a, b, out, g: (a, b, read_only(out), g), "out is read-only"),
+    "gathered read-only": (lambda a, b, out, g: (a, b, out, read_only(g)), "gathered is read-only"),
+}
+
+
+def read_only(x):
+    x = x.copy()
+    x.flags.writeable = False
+    return x
+
+
+@pytest.mark.parametrize("form", ["functional", "Operation"])
+@pytest.mark.parametrize("what", list(BAD_ARGUMENTS))
+def test_an_unusable_argument_on_one_rank_fails_every_rank(rng, form, what):
+    make_bad, words = BAD_ARGUMENTS[what]
+    a, b = uniform(rng, (4, 8), np.float32), uniform(rng, (8, 3), np.float32)  # ag_gemm: M = 4 P, N = 3 P, K = 8
+    out, gathered = np.zeros((4 * P, 3), np.float32), np.zeros((4 * P, 8), np.float32)
+    args = on_the_last_rank((a, b, out, gathered), make_bad(a, b, out, gathered))
+    if form == "functional":
+        call = lambda: cofuse.ag_gemm(args[0], args[1], COMM, schedule="serial", out=args[2], gathered=args[3])
+        raises_everywhere(rng, call, words, f"rank {LAST}")
+    else:
+        with cofuse.Operation("ag_gemm", 4 * P, 3 * P, 8, COMM, schedule="overlap=chunk,chunks=2") as op:
+            raises_everywhere(rng, lambda: op(args[0], args[1], out=args[2], gathered=args[3]), words, f"rank {LAST}")
+            c = op(a, b, out=out, gathered=gathered)  # still usable, and right, after the failed call
+            whole = np.concatenate(COMM.allgather(a))
+            assert c is out
+            assert_close(gathered, whole, 8, np.float32)
+            assert_close(c, whole.astype(np.float64) @ b, 8, np.float32)
+
+
 def test_shapes_that_do_not_fit(rng):
     a, b = operands(rng)
     raises_everywhere(rng, lambda: cofuse.ag_gemm(a, b[:5], COMM), "op(b) must have K", "docs/ops.md")

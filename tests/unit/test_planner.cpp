@@ -87,6 +87,7 @@ TEST(Planner, WithoutAProgressThreadNoCandidateNeedsOne) {
   for (const PlanCandidate& k : c.candidates) EXPECT_FALSE(k.schedule.separate_comm_engine()) << k.name;
   EXPECT_TRUE(has(c.why, "MPI_THREAD_SERIALIZED")) << c.why;
   std::remove(path.c_str());
+  std::remove((path + ".lock").c_str());  // beside it since the save (TuningDb::save)
 }
 
 // A CPU profile plans for the CPU executor, which runs no f16 GEMM: an f16 question gets serial
@@ -341,6 +342,7 @@ TEST(TuningDb, NearestBucketRoundTripAndCorruptFiles) {
   TuningDb::load(path, &warning);
   EXPECT_NE(warning.find("not a cofuse tuning database"), std::string::npos) << warning;
   std::remove(path.c_str());
+  std::remove((path + ".lock").c_str());  // beside it since the save (TuningDb::save)
   EXPECT_TRUE(TuningDb::load(path, &warning).entries().empty());  // missing: empty, fine
 }
 
@@ -363,6 +365,7 @@ TEST(Planner, AMeasuredWinnerOutranksTheModel) {
   options.consult_tuning_db = false;
   EXPECT_FALSE(choose_schedule(d, p, options).measured);
   std::remove(path.c_str());
+  std::remove((path + ".lock").c_str());  // beside it since the save (TuningDb::save)
 }
 
 // A winner measured on the CPU executor (cofuse tune) is no answer for a backend that cannot run it.
@@ -385,6 +388,7 @@ TEST(Planner, AMeasuredWinnerTheBackendCannotRunIsIgnored) {
   options.backend = Backend::cpu_mpi;
   EXPECT_TRUE(choose_schedule(d, p, options).measured);
   std::remove(path.c_str());
+  std::remove((path + ".lock").c_str());  // beside it since the save (TuningDb::save)
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cpu/comm/host_layout.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -8,9 +9,7 @@
 
 namespace cofuse::detail {
 
-namespace {
-
-HostLayout finish(std::vector<int> first_rank_of_host_of, std::string source) {
+HostLayout layout_of(const std::vector<int>& first_rank_of_host_of, std::string source) {
   // Hosts numbered in the order of their first ranks.
   HostLayout l;
   l.source = std::move(source);
@@ -30,8 +29,6 @@ HostLayout finish(std::vector<int> first_rank_of_host_of, std::string source) {
                 l.host_of[std::size_t(r)] == r / l.ranks_per_host;
   return l;
 }
-
-}  // namespace
 
 HostLayout host_layout(MPI_Comm comm) {
   const int size = comm_size(comm), rank = comm_rank(comm);
@@ -57,7 +54,7 @@ HostLayout host_layout(MPI_Comm comm) {
                                                    std::to_string(size) + " ranks");
     std::vector<int> first(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) first[std::size_t(r)] = r / int(per) * int(per);
-    return finish(std::move(first), std::string("COFUSE_RANKS_PER_HOST=") + text);
+    return layout_of(first, std::string("COFUSE_RANKS_PER_HOST=") + text);
   }
   MPI_Comm node = MPI_COMM_NULL;
   mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
@@ -67,18 +64,41 @@ HostLayout host_layout(MPI_Comm comm) {
   mpi_check(status, "MPI_Allreduce");
   std::vector<int> first(static_cast<std::size_t>(size));
   mpi_check(MPI_Allgather(&mine, 1, MPI_INT, first.data(), 1, MPI_INT, comm), "MPI_Allgather");
-  return finish(std::move(first), "MPI_COMM_TYPE_SHARED");
+  return layout_of(first, "MPI_COMM_TYPE_SHARED");
 }
 
 Schedule with_machine_hosts(const Schedule& schedule, MPI_Comm comm) {
   if (schedule.topo != Topo::two_level || schedule.host_ranks != 0) return schedule;
-  const HostLayout layout = host_layout(comm);
-  if (!layout.regular)
+  return with_layout_hosts(schedule, host_layout(comm));
+}
+
+Schedule with_layout_hosts(const Schedule& schedule, const HostLayout& layout) {
+  if (schedule.topo != Topo::two_level || schedule.host_ranks != 0) return schedule;
+  if (!layout.regular) {
+    // Which ranks each host has, as runs ("host 1: ranks 2-3,6"), so the caller sees what is
+    // uneven or interleaved; the first 8 hosts and 4 runs of each keep it short at any scale.
+    std::string hosts;
+    for (int h = 0; h < std::min(layout.hosts, 8); ++h) {
+      std::string runs;
+      int count = 0;
+      const int n = int(layout.host_of.size());
+      for (int r = 0; r < n; ++r) {
+        if (layout.host_of[std::size_t(r)] != h) continue;
+        int last = r;
+        while (last + 1 < n && layout.host_of[std::size_t(last + 1)] == h) ++last;
+        if (++count <= 4)
+          runs += (count > 1 ? "," : "") + std::to_string(r) + (last > r ? "-" + std::to_string(last) : "");
+        r = last;
+      }
+      hosts += (h ? "; host " : "host ") + std::to_string(h) + ": ranks " + runs + (count > 4 ? ",..." : "");
+    }
+    if (layout.hosts > 8) hosts += "; ...";
     throw Error(ErrorCode::invalid_argument,
                 "schedule " + schedule.to_string() + ": topo=2level takes its hosts from the machine (" + layout.source +
-                    "), whose " + std::to_string(layout.hosts) +
-                    " hosts are not equal runs of consecutive ranks; give host_ranks=R (a two-level plan over "
-                    "other hosts still computes the right answer), or launch ranks host by host");
+                    "), whose " + std::to_string(layout.hosts) + " hosts are not equal runs of consecutive ranks (" +
+                    hosts + "); give host_ranks=R (a two-level plan over other hosts still computes the right "
+                    "answer), or launch ranks host by host");
+  }
   return with_host_ranks(schedule, layout.ranks_per_host);
 }
 

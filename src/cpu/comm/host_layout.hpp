@@ -21,6 +21,12 @@ struct HostLayout {
   std::string source;          // "MPI_COMM_TYPE_SHARED" or "COFUSE_RANKS_PER_HOST=R"
 };
 
+/// The layout of a communicator's hosts from what host_layout gathers: per rank, the first rank
+/// of its host (rank numbers, so any host naming reduces to it). Hosts are numbered in the order
+/// of their first ranks. source: recorded as HostLayout::source. Pure (tests feed it made-up
+/// layouts: uneven hosts, ranks dealt round-robin).
+HostLayout layout_of(const std::vector<int>& first_rank_of_host, std::string source);
+
 /// Collective over comm. COFUSE_RANKS_PER_HOST=R (a positive integer dividing the rank count)
 /// replaces what MPI says: consecutive groups of R ranks, as if each were a host (tests of
 /// two-level behaviour on one machine; bench/netlab --hosts gives real ones). A malformed value
@@ -33,5 +39,10 @@ HostLayout host_layout(MPI_Comm comm);
 /// as it is. Throws Error(invalid_argument) where the hosts are not equal runs of consecutive
 /// ranks, naming the layout and what to do.
 Schedule with_machine_hosts(const Schedule& schedule, MPI_Comm comm);
+
+/// with_machine_hosts on a layout already known (pure): a two-level schedule's host_ranks=0
+/// becomes layout.ranks_per_host; an irregular layout is refused, the error naming the schedule,
+/// layout.source and how many ranks each host has.
+Schedule with_layout_hosts(const Schedule& schedule, const HostLayout& layout);
 
 }  // namespace cofuse::detail

@@ -12,6 +12,7 @@
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/host_layout.hpp"
+#include "cpu/comm/mpi_util.hpp"
 #include "cpu/compute/gemm.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "cpu/exec/cpu_executor.hpp"
@@ -119,20 +120,29 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const
   // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
   std::optional<Error> failure;
   const std::string op = std::string(to_string(desc_.op)) + ": ";
-  const std::string problem = detail::buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite);
-  if (!caller_check.ok())
-    failure = Error(caller_check.code(), op + caller_check.message() + " on rank " + std::to_string(state_->rank));
-  else if (!problem.empty()) failure = Error(ErrorCode::invalid_argument, op + problem + " on rank " + std::to_string(state_->rank));
+  const std::string on_rank = " on rank " + std::to_string(state_->rank);
+  // What is wrong here, without the op's name and rank ("" when nothing).
+  std::string reason = caller_check.ok() ? detail::buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite)
+                                         : caller_check.message();
+  if (!caller_check.ok() || !reason.empty())
+    failure = Error(caller_check.ok() ? ErrorCode::invalid_argument : caller_check.code(), op + reason + on_rank);
   void* work = nullptr;
   if (!failure) {
     try {
       work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
     } catch (const Error& e) {
-      failure = Error(e.code(), op + e.what() + " on rank " + std::to_string(state_->rank), e.where());
+      reason = e.what();
+      failure = Error(e.code(), op + reason + on_rank, e.where());
     }
   }
-  detail::agree_on_failure(state_->comm, failure,
-                           [&](int rank) { return op + "rank " + std::to_string(rank) + " passed unusable buffers"; });
+  // Every rank learns whether anyone cannot go on; when someone cannot, the (highest) failing
+  // rank's reason travels to the others too (one broadcast, on this path only), so every rank's
+  // Error says what was wrong, not only where.
+  if (const auto worst = detail::failed_rank(state_->comm, failure ? std::optional(failure->code()) : std::nullopt)) {
+    const std::string why = detail::broadcast_text(state_->comm, reason, worst->rank);
+    if (failure) throw detail::AgreedError(*failure);
+    throw detail::AgreedError(worst->code, op + "rank " + std::to_string(worst->rank) + " passed unusable buffers: " + why);
+  }
   const auto agreed = std::chrono::steady_clock::now();
   RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
   const auto end = std::chrono::steady_clock::now();

@@ -1,12 +1,16 @@
 #include "cofuse/tuning.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -88,6 +92,29 @@ TuningEntry from_json(const json& j) {
   return e;
 }
 
+// An exclusive flock on the file `path` (created if missing) for the object's lifetime. Each
+// lock opens its own file description, so it excludes other threads of this process as well as
+// other processes; closing the descriptor releases it, also when the process dies holding it.
+// Opened read-only (flock needs no more), so users who share a database need only read its lock.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0666)) {
+    if (fd_ < 0) throw Error(ErrorCode::io, "cannot open the lock file " + path + ": " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        const std::string why = std::strerror(errno);
+        ::close(fd_);
+        throw Error(ErrorCode::io, "cannot lock " + path + ": " + why);
+      }
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 }  // namespace
 
 TuningEntry TuningDb::key_of(const OpDesc& d, const std::string& machine) {
@@ -125,6 +152,7 @@ TuningDb TuningDb::load(const std::string& path, std::string* warning) {
     if (warning) *warning = "cofuse: ignoring tuning database " + path + ": " + e.what();
     return TuningDb();
   }
+  db.put_.assign(db.entries_.size(), false);  // read, not put: save leaves them to the file
   return db;
 }
 
@@ -143,21 +171,30 @@ std::optional<TuningEntry> TuningDb::lookup(const OpDesc& desc, const std::strin
 }
 
 void TuningDb::put(const TuningEntry& entry) {
-  for (TuningEntry& e : entries_)
-    if (same_key_but_m(e, entry) && e.m_bucket == entry.m_bucket) {
-      e = entry;
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    if (same_key_but_m(entries_[i], entry) && entries_[i].m_bucket == entry.m_bucket) {
+      entries_[i] = entry;
+      put_[i] = true;
       return;
     }
   entries_.push_back(entry);
+  put_.push_back(true);
 }
 
 void TuningDb::save(const std::string& path) const {
+  // Read, merge and replace the file under one lock: without it, two processes that read the
+  // file before either renamed its new one over it would each drop the other's entry.
+  const FileLock lock(path + ".lock");
+  TuningDb merged = load(path);
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    if (put_[i]) merged.put(entries_[i]);
   json entries = json::array();
-  for (const TuningEntry& e : entries_) entries.push_back(to_json(e));
+  for (const TuningEntry& e : merged.entries_) entries.push_back(to_json(e));
   const json doc = {{"schema", kSchema},
                     {"comment", "schedules measured to win (cofuse tune, online tuning); the planner consults them before its model"},
                     {"entries", entries}};
-  // A temporary of this process (ranks of one job, or two jobs, may save the same file at once).
+  // A temporary of this process and call: the lock orders the savers, but where flock reaches
+  // only this machine (some network filesystems), writers on others must not share one.
   static std::atomic<unsigned> serial{0};
   const std::string partial = path + ".partial." + std::to_string(::getpid()) + "." + std::to_string(serial++);
   {
