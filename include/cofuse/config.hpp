@@ -46,6 +46,8 @@ inline constexpr int64_t kTileRows = 64;
 /// Deadline of every call, seconds (ExecSettings::deadline_s < 0 takes it): long enough for
 /// any call this project measures, short enough that a hung job ends within a CI step.
 inline constexpr double kDeadlineS = 600;
+/// How the CPU executor multiplies bf16 (CpuBf16 below) when $COFUSE_CPU_BF16 does not say.
+inline constexpr std::string_view kCpuBf16 = "auto";
 /// What records say about the link when neither --link nor $COFUSE_LINK describes it.
 inline constexpr std::string_view kLinkUndescribed = "not described (pass --link or set COFUSE_LINK)";
 
@@ -86,6 +88,25 @@ Setting<int> autotune_calls();
 /// The MPI tests' random seed: $COFUSE_TEST_SEED (an unsigned integer), else nullopt (a fresh
 /// seed per run). Error(invalid_argument) for anything else in the variable.
 Setting<std::optional<uint64_t>> test_seed();
+
+/// How the CPU executor multiplies bf16. automatic: oneDNN's bf16 matmul where oneDNN has one
+/// for this CPU (AVX-512 BF16 or AMX), else the widened path; onednn: oneDNN's or none (bf16
+/// calls then fail, naming why); widened: bf16 operands widened to f32 in blocks and multiplied
+/// by OpenBLAS's sgemm, on any CPU (the switch that lets the suite test that path everywhere).
+enum class CpuBf16 { automatic, onednn, widened };
+/// "auto", "onednn" or "widened".
+const char* to_string(CpuBf16 choice);
+/// $COFUSE_CPU_BF16 (auto, onednn or widened), else kCpuBf16. Error(invalid_argument) for
+/// anything else in the variable. The CPU GEMM reads it once per process, at its first bf16
+/// GEMM or when asked which path it runs (cofuse --version, cofuse config).
+Setting<CpuBf16> cpu_bf16();
+
+/// The highest x86-64 level cofuse's own vector loops may use: $COFUSE_MAX_VECTOR_LEVEL
+/// ("x86-64-v4", "x86-64-v3" or "baseline"), else "" (the CPU's best). Lowering it makes an
+/// AVX-512 machine run the loops an AVX2-only CPU runs (with ONEDNN_MAX_CPU_ISA=AVX2 and
+/// OPENBLAS_CORETYPE=Haswell, the whole bf16 path of such a CPU). Error(invalid_argument) for
+/// anything else. Read once per process, at the first vector loop.
+Setting<std::string> max_vector_level();
 
 // ---------------------------------------------------------------- the registry as data
 

@@ -27,8 +27,9 @@
 namespace cofuse {
 
 enum class OpKind { ag_gemm, gemm_rs, gemm_ar };
-/// Element types. The CPU executor runs f32, f64 and bf16 (oneDNN's matmul: fp32 accumulation;
-/// sums of partials in fp32, rounded once); the CUDA executor runs all four (fp32 accumulation,
+/// Element types. The CPU executor runs f32, f64 and bf16 on any x86-64 CPU (oneDNN's matmul
+/// where oneDNN has one for the CPU, else operands widened to f32 for OpenBLAS: fp32
+/// accumulation either way; sums of partials in fp32, rounded once); the CUDA executor runs all four (fp32 accumulation,
 /// fp32 reductions); f16 is the CUDA executor's only (oneDNN 2.6 has no f16 matmul for CPUs).
 enum class DType { f32, f64, bf16, f16 };
 /// The sharded axis: ag_gemm gathers along m or k; gemm_rs scatters along m or n;

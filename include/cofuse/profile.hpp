@@ -31,7 +31,8 @@ struct ComputeModel {
   /// shape (distance in log m, log n, log k), scaled by peak_f64 / peak_f32 for f64 (and peak_16 / peak_f32 for bf16, f16
   /// when measured_16 is empty).
   std::vector<GemmPoint> measured;
-  /// Measured 16-bit rates (bf16 operands, f32 accumulation: oneDNN on CPUs), usually on the
+  /// Measured 16-bit rates (bf16 operands, f32 accumulation: on CPUs the path the measuring
+  /// process ran, oneDNN's matmul or widened to f32 for sgemm), usually on the
   /// shapes of `measured`. When not empty (and `measured` is not), a bf16 or f16 GEMM takes the
   /// nearest of these as it is: the 16-bit speed-up varies with the shape (2.6x to 4.4x over f32
   /// on the layer shapes here, 1.6x at 256 cubed), which one ratio cannot carry.

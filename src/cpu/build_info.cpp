@@ -3,6 +3,8 @@
 #include <mpi.h>
 
 #include "cofuse/version.hpp"
+#include "cofuse/status.hpp"
+#include "core/common/vector_level.hpp"
 #include "cpu/compute/gemm.hpp"
 #include "git_revision.hpp"
 
@@ -26,6 +28,12 @@ BuildInfo build_info() {
   if (auto cut = info.mpi.find_first_of(",\n"); cut != std::string::npos) info.mpi.resize(cut);
   info.blas = detail::blas_version();
   info.blas_warning = detail::blas_fallback_warning();
+  try {
+    info.bf16_gemm = detail::bf16_gemm_path().describe();
+    info.vector_level = detail::to_string(detail::best_vector_level());
+  } catch (const Error& e) {
+    info.bf16_gemm = std::string("invalid: ") + e.what();
+  }
   return info;
 }
 

@@ -88,6 +88,8 @@ json machine_json(MPI_Comm comm, const LinkProbe& link) {
               {"hosts", std::vector<std::string>(hosts.begin(), hosts.end())},
               {"openblas_num_threads", blas_threads ? blas_threads : "unset"},
               {"omp_num_threads", omp_threads ? omp_threads : "unset"},
+              {"bf16_gemm", build_info().bf16_gemm},
+              {"vector_level", build_info().vector_level},
               {"link", {{"description", link.description}, {"measured", link.measured}}}};
   if (link.measured) {
     out["link"]["probe_bytes"] = link.bytes;

@@ -22,6 +22,8 @@
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/host_layout.hpp"
 #include "cpu/comm/mpi_util.hpp"
+#include "cpu/compute/gemm.hpp"
+#include "core/common/vector_level.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "measure/bench_record.hpp"
 #include "measure/calibration_cache.hpp"
@@ -43,6 +45,10 @@ struct JobSignature {
   std::string hosts;        // for messages
   int ranks_per_host = 1;
 };
+
+// Which bf16 path measured the rates: a calibration of the other path is not reused (its bf16
+// GEMMs would be 2-4x off).
+std::string bf16_path_name() { return detail::to_string(detail::bf16_gemm_path().kind); }
 
 JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine) {
   const int size = detail::comm_size(comm);
@@ -68,8 +74,9 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
   transport.pop_back();
   s.text = "hosts=" + s.hosts + " ranks=" + std::to_string(size) + " per_host=" + std::to_string(s.ranks_per_host) +
            " host_groups=" + std::to_string(layout.hosts) + (layout.regular ? "" : "(irregular)") + " by " + layout.source +
-           " transport=" + transport;
+           " transport=" + transport + " bf16=" + bf16_path_name();
   s.compute_key = "cpu=" + machine["cpu_model"].get<std::string>() + " blas=" + build_info().blas +
+                  " bf16=" + bf16_path_name() + " vector=" + detail::to_string(detail::best_vector_level()) +
                   " threads=" + machine["openblas_num_threads"].get<std::string>() +
                   " per_host=" + std::to_string(s.ranks_per_host);
   return s;

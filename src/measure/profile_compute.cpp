@@ -70,10 +70,12 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
   std::vector<float> a = filled<float>(a_size), b = filled<float>(b_size), c = filled<float>(c_size);
   const std::size_t n = std::size_t(r.dgemm_n);
   std::vector<double> da = filled<double>(n * n), db = da, dc = da;
-  // bf16 where oneDNN multiplies it (AVX-512); elsewhere no 16-bit rate: the profile says as f32.
+  // bf16 on the path this process multiplies it on (oneDNN's matmul, or widened to f32 for
+  // sgemm), so the planner times bf16 by what will run; with no path, no 16-bit rate (as f32).
   const bool bf16 = detail::bf16_gemm_problem().empty();
+  const std::string path = std::string(" (") + detail::to_string(detail::bf16_gemm_path().kind) + ")";
   // The bf16 GEMMs' operands (none where they are not timed): the same values rounded, and C on a
-  // cache line as the executor's workspace is (oneDNN writes an unaligned C 2.4x slower, gemm.cpp).
+  // cache line as the executor's workspace is (oneDNN writes an unaligned C 2.4x slower, gemm_onednn.cpp).
   auto rounded = [bf16](const auto& values) {
     std::vector<uint16_t> out(bf16 ? values.size() : 0);
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::float_to_bf16(float(values[i]));
@@ -96,7 +98,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                      2e-3});
   if (bf16)
     for (const Shape& s : shapes)
-      timed.push_back({"bf16 gemm " + s.text() + " (oneDNN)",
+      timed.push_back({"bf16 gemm " + s.text() + path,
                        [&a16, &b16, c16, s] {
                          detail::gemm(DType::bf16, s.m, s.n, s.k, {a16.data(), s.k, false}, {b16.data(), s.n, false},
                                       c16, s.n, false);
@@ -109,7 +111,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                    },
                    0});
   if (bf16)
-    timed.push_back({"bf16 gemm " + std::to_string(n) + "^3 (oneDNN)",
+    timed.push_back({"bf16 gemm " + std::to_string(n) + "^3" + path,
                      [&, n = int64_t(n)] {
                        detail::gemm(DType::bf16, n, n, n, {ha.data(), n, false}, {hb.data(), n, false}, hc_aligned, n,
                                     false);

@@ -88,7 +88,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   p.description = "Measured by " + args.tool + std::string(args.quick ? " --quick" : "") + " on " + hosts + " (" +
                   machine["cpu_model"].get<std::string>() + ", " + std::to_string(ranks) + " ranks, " +
                   "OPENBLAS_NUM_THREADS=" + machine["openblas_num_threads"].get<std::string>() +
-                  ", OMP_NUM_THREADS=" + machine["omp_num_threads"].get<std::string>() + "), " + date +
+                  ", OMP_NUM_THREADS=" + machine["omp_num_threads"].get<std::string>() +
+                  ", bf16 GEMMs " + detail::to_string(detail::bf16_gemm_path().kind) + "), " + date +
                   "; link: " + args.link;
   p.note = args.note;
   p.validated = true;
@@ -124,13 +125,13 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   if (mc.grid_16.empty()) {
     s["compute.peak_gflops_16"] = "fixed: 0 (as f32): " + detail::bf16_gemm_problem();
   } else {
+    const std::string gemm16 = "bf16 GEMM on this process's path, " + detail::bf16_gemm_path().describe();
     s["compute.measured_16"] = src.measured(
-        "oneDNN bf16 matmul (" + detail::dnnl_version() + "; f32 accumulation, C 64-byte aligned) on the shapes of "
+        gemm16 + "; f32 accumulation, C 64-byte aligned; on the shapes of "
         "compute.measured: " + shape_list(mc.grid_16) + "; the simulator's rate for bf16 GEMMs; seconds per call (a "
         "sample batches calls to >= 2 ms), " + passes);
     s["compute.peak_gflops_16"] = src.measured(
-        "oneDNN bf16 matmul " + n + "x" + n + "x" + n + " (" + detail::dnnl_version() +
-        "; f32 accumulation); used only where compute.measured_16 is absent (scaling compute.measured by its ratio to "
+        gemm16 + "; " + n + "x" + n + "x" + n + "; used only where compute.measured_16 is absent (scaling compute.measured by its ratio to "
         "compute.peak_gflops_f32), " + passes);
   }
   const std::string unused = "fixed: roofline parameter, unused because compute.measured is set";

@@ -68,7 +68,7 @@ struct ComputeResult {
   double max_flops = 0;  // the grid leaves out shapes of more flops
 };
 
-/// The sgemm grid, the same grid of bf16 GEMMs (oneDNN), one large dgemm and one large bf16
+/// The sgemm grid, the same grid of bf16 GEMMs (on the process's bf16 path), one large dgemm and one large bf16
 /// GEMM, a memcpy far larger than the caches and the cost of a tiny BLAS call, all interleaved.
 ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 

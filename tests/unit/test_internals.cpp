@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +16,8 @@
 #include "core/common/half.hpp"
 #include "core/stream/view_ops.hpp"
 #include "cpu/compute/gemm.hpp"
+#include "cpu/compute/gemm_bf16.hpp"
+#include "cofuse/config.hpp"
 #include "cofuse/calibrate.hpp"
 #include "cofuse/profile.hpp"
 #include "measure/calibration_cache.hpp"
@@ -43,12 +48,19 @@ TEST(Half, RoundTripsAndRoundsToNearestEven) {
   }
 }
 
-// The bf16 GEMM (oneDNN): every transpose, padded leading dimensions, overwrite and accumulate,
-// against a double product of the same bf16 inputs. Products are summed in f32 and C rounded
-// once, so the error stays within f32's for the sums plus half a bf16 ulp of the result; the old
-// C of an accumulating GEMM is added before that one rounding.
-TEST(GemmBf16, MatchesADoubleProductRoundedOnce) {
-  std::mt19937 rng(7);
+// The bf16 GEMM on each path (oneDNN's matmul, and the widened path with its default blocks and
+// with blocks small enough to cut m, n and k): every transpose, padded leading dimensions,
+// overwrite and accumulate, C in bf16 and in f32 (wire=f32), against a double product of the
+// same bf16 inputs. Products are summed in f32 and a bf16 C rounded once, so the error stays
+// within f32's for the sums plus half a bf16 ulp of the result; the old C of an accumulating
+// GEMM is added before that one rounding. The padding of C is never touched.
+using Bf16Gemm = std::function<void(int64_t, int64_t, int64_t, detail::ConstView, detail::ConstView, void*, int64_t,
+                                    bool, bool)>;
+
+void expect_bf16_gemm_matches_double(const Bf16Gemm& gemm) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> value(-1, 1);
   auto bf16 = [&](std::size_t n) {
     std::vector<uint16_t> v(n);
@@ -57,38 +69,82 @@ TEST(GemmBf16, MatchesADoubleProductRoundedOnce) {
   };
   const int64_t m = 37, n = 29, k = 300;
   // C where the AMX kernels write it directly (64-byte aligned rows) and where it goes through an
-  // aligned copy (gemm.cpp says why).
+  // aligned copy (gemm_onednn.cpp says why); as f32, 64-byte aligned.
   std::vector<uint16_t> storage(m * 32 + 32);
+  std::vector<float> storage4(m * 32 + 16);
   uint16_t* aligned_c = detail::first_cache_line(storage.data());
+  float* aligned_c4 = detail::first_cache_line(storage4.data());
+  for (bool c4 : {false, true})
   for (bool aligned : {true, false})
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (bool accumulate : {false, true}) {
+        if (c4 && !aligned) continue;
         SCOPED_TRACE(std::string("ta ") + (ta ? "1" : "0") + " tb " + (tb ? "1" : "0") + " acc " + (accumulate ? "1" : "0") +
-                     " aligned " + (aligned ? "1" : "0"));
+                     " aligned " + (aligned ? "1" : "0") + " c " + (c4 ? "f32" : "bf16"));
         const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = aligned ? 32 : n + 2;
         const std::vector<uint16_t> a = bf16((ta ? k : m) * lda), b = bf16((tb ? n : k) * ldb);
-        std::vector<uint16_t> c = bf16(m * ldc);
-        const std::vector<uint16_t> before = c;
-        uint16_t* out = aligned ? aligned_c : c.data();
-        std::copy(before.begin(), before.end(), out);
-        detail::gemm(DType::bf16, m, n, k, {a.data(), lda, ta}, {b.data(), ldb, tb}, out, ldc, accumulate);
-        std::copy(out, out + m * ldc, c.begin());
+        const std::vector<uint16_t> before = bf16(m * ldc);
+        std::vector<double> old(before.size()), got(before.size());
+        for (std::size_t i = 0; i < before.size(); ++i) old[i] = detail::bf16_to_float(before[i]);
+        if (c4) {
+          std::copy(old.begin(), old.end(), aligned_c4);
+          gemm(m, n, k, {a.data(), lda, ta}, {b.data(), ldb, tb}, aligned_c4, ldc, accumulate, true);
+          std::copy(aligned_c4, aligned_c4 + m * ldc, got.begin());
+        } else {
+          uint16_t* out = aligned ? aligned_c : storage.data() + 1;  // 2 bytes past a cache line
+          std::copy(before.begin(), before.end(), out);
+          gemm(m, n, k, {a.data(), lda, ta}, {b.data(), ldb, tb}, out, ldc, accumulate, false);
+          for (int64_t i = 0; i < m * ldc; ++i) got[i] = detail::bf16_to_float(out[i]);
+        }
         double worst = 0;
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
-            double want = accumulate ? detail::bf16_to_float(before[i * ldc + j]) : 0.0;
+            double want = accumulate ? old[i * ldc + j] : 0.0;
             for (int64_t p = 0; p < k; ++p)
               want += double(detail::bf16_to_float(ta ? a[p * lda + i] : a[i * lda + p])) *
                       detail::bf16_to_float(tb ? b[j * ldb + p] : b[p * ldb + j]);
-            const double got = detail::bf16_to_float(c[i * ldc + j]);
-            // half a bf16 ulp of the result (2^-8 relative) and f32 rounding of k products
-            worst = std::max(worst, std::abs(got - want) / (std::abs(want) * 0x1.0p-8 + k * 0x1.0p-24 + 1e-30));
+            // half a bf16 ulp of the result (2^-8 relative; none in f32) and f32 rounding of k products
+            const double ulp = c4 ? 0 : std::abs(want) * 0x1.0p-8;
+            worst = std::max(worst, std::abs(got[i * ldc + j] - want) / (ulp + k * 0x1.0p-24 + 1e-30));
           }
         EXPECT_LE(worst, 1.0);
         for (int64_t i = 0; i < m; ++i)  // the padding past n in each row of C is not touched
-          for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], before[i * ldc + j]);
+          for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(got[i * ldc + j], old[i * ldc + j]);
       }
+}
+
+// oneDNN's path exists only where oneDNN has a bf16 matmul for the CPU (AVX-512 BF16 or AMX):
+// elsewhere this test is skipped, and CTest reports it (unit_bf16_onednn, tests/unit/CMakeLists.txt).
+TEST(GemmBf16, OnOneDnnMatchesADoubleProductRoundedOnce) {
+  if (const std::string problem = detail::onednn_bf16_problem(); !problem.empty()) GTEST_SKIP() << problem;
+  expect_bf16_gemm_matches_double(detail::gemm_bf16_onednn);
+}
+
+TEST(GemmBf16, WidenedMatchesADoubleProductRoundedOnce) {
+  expect_bf16_gemm_matches_double([](auto... args) { detail::gemm_bf16_widened(args...); });
+}
+
+// Blocks of 16 rows or columns and k in blocks of 64: every loop of the widened path runs more
+// than once, with remainders (37 = 2x16 + 5, 29 = 16 + 13, 300 = 4x64 + 44).
+TEST(GemmBf16, WidenedInSmallBlocksMatchesADoubleProductRoundedOnce) {
+  const detail::WidenedBlocks small{64, 64 * 16, 64 * 16, 16 * 16, 16};
+  expect_bf16_gemm_matches_double([&](auto... args) { detail::gemm_bf16_widened(args..., small); });
+}
+
+// The process's path: what COFUSE_CPU_BF16 asked for (auto unless the suite forces a path).
+TEST(GemmBf16, ThePathInUseIsNamedAndRunsBf16) {
+  const detail::Bf16GemmPath& path = detail::bf16_gemm_path();
+  EXPECT_NE(path.kind, detail::Bf16GemmPath::Kind::none) << path.describe();
+  EXPECT_NE(path.describe().find("COFUSE_CPU_BF16="), std::string::npos) << path.describe();
+  if (detail::onednn_bf16_problem().empty() && config::cpu_bf16().value != config::CpuBf16::widened)
+    EXPECT_EQ(path.kind, detail::Bf16GemmPath::Kind::onednn) << path.describe();
+  else
+    EXPECT_EQ(path.kind, detail::Bf16GemmPath::Kind::widened) << path.describe();
+  expect_bf16_gemm_matches_double([](int64_t m, int64_t n, int64_t k, detail::ConstView a, detail::ConstView b,
+                                     void* c, int64_t ldc, bool acc, bool c4) {
+    detail::gemm(DType::bf16, m, n, k, a, b, c, ldc, acc, c4 ? DType::f32 : DType::bf16);
+  });
 }
 
 // A 16-bit sum is computed in f32 and rounded once to the nearest bf16: 1 + 3·2^-8 is not a bf16
@@ -101,20 +157,72 @@ TEST(AddView, Bf16SumsInF32RoundedOnce) {
   EXPECT_EQ(detail::bf16_to_float(into[1]), -1.0f);
 }
 
-// The bf16 sum runs in a vector clone picked at load time (view_ops.cpp); every clone must give
-// what one f32 addition rounded to nearest even gives, for every kind of value: normal, subnormal,
-// infinite, NaN (which stays NaN), and rows with a remainder past the vector width, strided.
+// The bf16 kernels run at the vector level the CPU picks (core/common/vector_level.hpp); each copy
+// this CPU can run is called by name and must give what the scalar rule gives, for every kind
+// of value: normal, subnormal, infinite, NaN (which stays NaN), and rows with a remainder past
+// the vector width. The sum: one f32 addition rounded to nearest even.
+TEST(VectorKernels, EveryLevelThisCpuRunsIsTested) {
+  const std::vector<detail::VectorLevel> levels = detail::runnable_vector_levels();
+  ASSERT_FALSE(levels.empty());
+  // The level in use is one of them (the highest, unless COFUSE_MAX_VECTOR_LEVEL caps it).
+  EXPECT_NE(std::find(levels.begin(), levels.end(), detail::best_vector_level()), levels.end());
+  EXPECT_EQ(levels.back(), detail::VectorLevel::baseline);
+  std::string names;
+  for (detail::VectorLevel l : levels) names += std::string(" ") + to_string(l);
+  RecordProperty("levels", names);
+  std::cout << "vector levels this CPU runs:" << names << "\n";
+}
+
+std::vector<uint16_t> bf16_bits_with_specials(std::mt19937& rng, std::size_t count, int every) {
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x3f80, 0x7f7f};
+  std::vector<uint16_t> out(count);
+  for (std::size_t i = 0; i < count; ++i) out[i] = i % every == 0 ? specials[rng() % 10] : uint16_t(rng());
+  return out;
+}
+
+TEST(VectorKernels, Bf16SumRoundAndWidenMatchTheScalarRuleAtEveryLevel) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const int64_t cols = 77;
+  for (detail::VectorLevel level : detail::runnable_vector_levels()) {
+    SCOPED_TRACE(to_string(level));
+    const std::vector<uint16_t> from = bf16_bits_with_specials(rng, cols, 7), before = bf16_bits_with_specials(rng, cols + 3, 5);
+    std::vector<uint16_t> into = before;
+    detail::add_row_bf16_at(level, from.data(), into.data(), cols);
+    std::vector<float> wide(cols + 3, -7.0f), floats(cols);
+    detail::widen_row_bf16_at(level, from.data(), wide.data(), cols);
+    for (int64_t j = 0; j < cols; ++j) {  // f32 values near every bf16 rounding case
+      const uint32_t bits = (uint32_t(rng()) << 16) | (j % 3 == 0 ? 0x8000u : uint32_t(rng() & 0xffff));
+      floats[j] = j % 11 == 0 ? detail::bf16_to_float(from[j]) : detail::bits_float(bits);
+    }
+    std::vector<uint16_t> rounded(cols + 3, 0x1234);
+    detail::round_row_bf16_at(level, floats.data(), rounded.data(), cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      const float sum = detail::bf16_to_float(before[j]) + detail::bf16_to_float(from[j]);
+      if (std::isnan(sum))
+        EXPECT_TRUE(std::isnan(detail::bf16_to_float(into[j]))) << j;
+      else
+        EXPECT_EQ(into[j], detail::float_to_bf16(sum)) << j << ": " << before[j] << " + " << from[j];
+      EXPECT_EQ(detail::float_bits(wide[j]), uint32_t(from[j]) << 16) << j;
+      EXPECT_EQ(rounded[j], detail::float_to_bf16(floats[j])) << j << ": " << detail::float_bits(floats[j]);
+    }
+    for (int64_t j = cols; j < cols + 3; ++j) {  // nothing written past the row
+      EXPECT_EQ(into[j], before[j]);
+      EXPECT_EQ(wide[j], -7.0f);
+      EXPECT_EQ(rounded[j], 0x1234);
+    }
+  }
+}
+
+// add_view runs the best level row by row over strided views.
 TEST(AddView, Bf16VectorSumMatchesTheScalarRuleOnEveryKindOfValue) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const int64_t rows = 3, cols = 77, ld = 80;
-  std::vector<uint16_t> from(rows * ld), into(rows * ld);
-  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x3f80, 0x7f7f};
-  for (std::size_t i = 0; i < from.size(); ++i) {
-    from[i] = i % 7 == 0 ? specials[rng() % 10] : uint16_t(rng());
-    into[i] = i % 5 == 0 ? specials[rng() % 10] : uint16_t(rng());
-  }
+  const std::vector<uint16_t> from = bf16_bits_with_specials(rng, rows * ld, 7);
+  std::vector<uint16_t> into = bf16_bits_with_specials(rng, rows * ld, 5);
   const std::vector<uint16_t> before = into;
   detail::add_view(DType::bf16, from.data(), View{Buf::work, 0, rows, cols, ld}, into.data(), View{Buf::work, 0, rows, cols, ld});
   for (int64_t i = 0; i < rows; ++i)

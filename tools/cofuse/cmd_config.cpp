@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cofuse/build_info.hpp"
 #include "cofuse/config.hpp"
 #include "cofuse/status.hpp"
 #include "commands.hpp"
@@ -47,6 +48,8 @@ int config_command(const ConfigArgs& args) {
       if (r.error.empty()) {
         j["value"] = r.value.value;
         j["source"] = config::to_string(r.value.source);
+        if (r.entry->name == "cpu_bf16") j["in_use"] = build_info().bf16_gemm;
+        if (r.entry->name == "max_vector_level") j["in_use"] = build_info().vector_level;
       } else {
         j["error"] = r.error;
       }
@@ -54,14 +57,18 @@ int config_command(const ConfigArgs& args) {
     }
     std::cout << out.dump() << "\n";
   } else {
-    std::cout << std::left << std::setw(12) << "setting" << std::setw(20) << "variable" << std::setw(13) << "source"
+    std::cout << std::left << std::setw(18) << "setting" << std::setw(25) << "variable" << std::setw(13) << "source"
               << "value\n";
     for (const Row& r : rows) {
       const std::string variable = r.entry->variable.empty() ? "-" : std::string(r.entry->variable);
-      std::cout << std::setw(12) << r.entry->name << std::setw(20) << variable << std::setw(13)
+      std::cout << std::setw(18) << r.entry->name << std::setw(25) << variable << std::setw(13)
                 << (r.error.empty() ? config::to_string(r.value.source) : "INVALID")
                 << (r.error.empty() ? (r.value.value.empty() ? "(none)" : r.value.value) : r.error) << "\n"
-                << std::setw(12) << "" << r.entry->description << "\n";
+                << std::setw(18) << "" << r.entry->description << "\n";
+      if (r.error.empty() && r.entry->name == "cpu_bf16")
+        std::cout << std::setw(18) << "" << "in use: " << build_info().bf16_gemm << "\n";
+      if (r.error.empty() && r.entry->name == "max_vector_level")
+        std::cout << std::setw(18) << "" << "in use: " << build_info().vector_level << "\n";
     }
   }
   for (const Row& r : rows) {

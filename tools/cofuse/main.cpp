@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
     std::cout << "cofuse " << info.version << " (git " << info.git_revision << ")\n"
               << "compiler: " << info.compiler << "\n"
               << "mpi:      " << info.mpi << "\n"
-              << "blas:     " << info.blas << "\n";
+              << "blas:     " << info.blas << "\n"
+              << "bf16:     " << info.bf16_gemm << "\n"
+              << "vectors:  " << (info.vector_level.empty() ? "-" : info.vector_level) << " (cofuse's own loops)\n";
     if (!info.blas_warning.empty()) std::cout << "warning:  " << info.blas_warning << "\n";
     return 0;
   }

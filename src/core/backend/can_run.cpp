@@ -23,7 +23,8 @@ struct Rules {
 };
 
 const Rules& rules_of(Backend backend) {
-  // bf16 GEMMs through oneDNN; f16: Debian 12's oneDNN 2.6 has no f16 matmul for CPUs.
+  // bf16 GEMMs through oneDNN or widened to f32 (cpu/compute/gemm.hpp); f16: Debian 12's oneDNN 2.6
+  // has no f16 matmul for CPUs.
   static const Rules cpu{{DType::f32, DType::f64, DType::bf16}, {CommDriver::thread, CommDriver::inline_}, true};
   static const Rules local{{DType::f32, DType::f64, DType::bf16, DType::f16}, {CommDriver::ce, CommDriver::sm}, false};
   static const Rules nccl{{DType::f32, DType::f64, DType::bf16, DType::f16}, {CommDriver::sm}, false, false, true};

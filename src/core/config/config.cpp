@@ -96,6 +96,31 @@ Setting<std::optional<uint64_t>> test_seed() {
   return {uint64_t(v), Source::environment};
 }
 
+const char* to_string(CpuBf16 choice) {
+  switch (choice) {
+    case CpuBf16::automatic: return "auto";
+    case CpuBf16::onednn: return "onednn";
+    case CpuBf16::widened: return "widened";
+  }
+  return "";
+}
+
+Setting<CpuBf16> cpu_bf16() {
+  const auto env = variable("COFUSE_CPU_BF16");
+  if (!env) return {CpuBf16::automatic, Source::default_value};
+  for (CpuBf16 c : {CpuBf16::automatic, CpuBf16::onednn, CpuBf16::widened})
+    if (*env == to_string(c)) return {c, Source::environment};
+  throw bad_value("COFUSE_CPU_BF16", *env, "auto, onednn or widened");
+}
+
+Setting<std::string> max_vector_level() {
+  const auto env = variable("COFUSE_MAX_VECTOR_LEVEL");
+  if (!env) return {"", Source::default_value};
+  if (*env != "x86-64-v4" && *env != "x86-64-v3" && *env != "baseline")
+    throw bad_value("COFUSE_MAX_VECTOR_LEVEL", *env, "x86-64-v4, x86-64-v3 or baseline");
+  return {*env, Source::environment};
+}
+
 namespace {
 
 // Each entry's effective value as text, for lookup() and `cofuse config`.
@@ -112,6 +137,14 @@ Setting<std::string> cache_dir_text(std::string_view) { return cache_dir(); }
 Setting<std::string> autotune_calls_text(std::string_view) {
   const Setting<int> s = autotune_calls();
   return {std::to_string(s.value), s.source};
+}
+Setting<std::string> cpu_bf16_text(std::string_view) {
+  const Setting<CpuBf16> s = cpu_bf16();
+  return {to_string(s.value), s.source};
+}
+Setting<std::string> max_vector_level_text(std::string_view) {
+  const Setting<std::string> s = max_vector_level();
+  return {s.value.empty() ? "(the CPU's best)" : s.value, s.source};
 }
 Setting<std::string> test_seed_text(std::string_view) {
   const Setting<std::optional<uint64_t>> s = test_seed();
@@ -146,6 +179,14 @@ const std::vector<Entry>& entries() {
       {"autotune_calls", "COFUSE_AUTOTUNE_CALLS", "calls >= 0 (0 = off)", std::to_string(kAutotuneCalls),
        "calls an AutoOperation (auto in the layers, run, train-step) measures its candidates on before it settles",
        autotune_calls_text},
+      {"cpu_bf16", "COFUSE_CPU_BF16", "auto, onednn or widened", std::string(kCpuBf16),
+       "how the CPU multiplies bf16: auto = oneDNN's matmul where it has one for this CPU, else widened = operands "
+       "widened to f32 in blocks, OpenBLAS sgemm; read once per process (cofuse --version names the path in use)",
+       cpu_bf16_text},
+      {"max_vector_level", "COFUSE_MAX_VECTOR_LEVEL", "x86-64-v4, x86-64-v3 or baseline", "(the CPU's best)",
+       "the highest x86-64 level of cofuse's own vector loops (bf16 sums, widening, rounding); lower it to run "
+       "what an AVX2-only CPU runs",
+       max_vector_level_text},
       {"test_seed", "COFUSE_TEST_SEED", "unsigned integer", "(a fresh seed per run)",
        "random seed of the MPI tests (tests/mpi), to repeat a failing run", test_seed_text},
   };

@@ -4,6 +4,7 @@
 
 #include "cofuse/status.hpp"
 #include "core/common/half.hpp"
+#include "core/common/vector_level.hpp"
 
 namespace cofuse::detail {
 
@@ -39,40 +40,56 @@ void add_rows_16(const uint16_t* from, int64_t from_ld, uint16_t* into, int64_t 
   }
 }
 
-// bf16 sums are the reductions of every bf16 gemm_rs / gemm_ar, so they get vector code: the
-// build targets plain x86-64 (SSE2), where the convert-add-round loop stays scalar, so this one
-// loop is also compiled for the x86-64-v4 (AVX-512) and v3 (AVX2) levels and the loader picks
-// what the CPU supports: 512K sums in 120-190 us on this machine's Xeon against 465 us scalar
-// (the f32 add of as many: 160-200 us). Same results in every clone: the conversions are exact
-// integer arithmetic. Sanitizer builds keep one version (the clones' resolver runs before the
-// sanitizer starts).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void add_row_bf16(const uint16_t* __restrict src, uint16_t* __restrict dst, int64_t cols) {
+// bf16 sums are the reductions of every bf16 gemm_rs / gemm_ar, and widening and rounding
+// rows are the two ends of the widened bf16 GEMM (cpu/compute/gemm_widened.cpp), so each gets
+// vector code for the levels of core/common/vector_level.hpp: 512K sums in 120-190 us on the
+// Xeon (AVX-512) against 465 us scalar (the f32 add of as many: 160-200 us). Same results at
+// every level: the conversions are exact integer arithmetic.
+COFUSE_VECTOR_KERNEL(add_row_bf16, (const uint16_t* __restrict src, uint16_t* __restrict dst, int64_t cols), {
   for (int64_t j = 0; j < cols; ++j) dst[j] = float_to_bf16(bf16_to_float(dst[j]) + bf16_to_float(src[j]));
-}
+})
+COFUSE_VECTOR_KERNEL(round_row_bf16, (const float* __restrict src, uint16_t* __restrict dst, int64_t cols), {
+  for (int64_t j = 0; j < cols; ++j) dst[j] = float_to_bf16(src[j]);
+})
+COFUSE_VECTOR_KERNEL(widen_row_bf16, (const uint16_t* __restrict src, float* __restrict dst, int64_t cols), {
+  for (int64_t j = 0; j < cols; ++j) dst[j] = bf16_to_float(src[j]);
+})
 
-void add_rows_bf16(const uint16_t* from, int64_t from_ld, uint16_t* into, int64_t into_ld, int64_t rows, int64_t cols) {
-  for (int64_t i = 0; i < rows; ++i) add_row_bf16(from + i * from_ld, into + i * into_ld, cols);
-}
-
-// f32 rows rounded into 16-bit ones: the last step of a block summed in f32 (wire=f32).
-template <uint16_t (*from_float)(float)>
-void round_rows(const float* from, int64_t from_ld, uint16_t* to, int64_t to_ld, int64_t rows, int64_t cols) {
+// f32 rows rounded into f16 ones (the CUDA path's type; the host only converts).
+void round_rows_f16(const float* from, int64_t from_ld, uint16_t* to, int64_t to_ld, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) to[i * to_ld + j] = from_float(from[i * from_ld + j]);
+    for (int64_t j = 0; j < cols; ++j) to[i * to_ld + j] = float_to_f16(from[i * from_ld + j]);
 }
 
 }  // namespace
 
+void add_row_bf16_at(VectorLevel level, const uint16_t* src, uint16_t* dst, int64_t cols) {
+  kernel_at(level, add_row_bf16_v4, add_row_bf16_v3, add_row_bf16_baseline)(src, dst, cols);
+}
+void round_row_bf16_at(VectorLevel level, const float* src, uint16_t* dst, int64_t cols) {
+  kernel_at(level, round_row_bf16_v4, round_row_bf16_v3, round_row_bf16_baseline)(src, dst, cols);
+}
+void widen_row_bf16_at(VectorLevel level, const uint16_t* src, float* dst, int64_t cols) {
+  kernel_at(level, widen_row_bf16_v4, widen_row_bf16_v3, widen_row_bf16_baseline)(src, dst, cols);
+}
+
 void convert_view(DType from_type, const void* from, const View& fv, DType to_type, void* to, const View& tv) {
   if (from_type == to_type) return copy_view(from_type, from, fv, to, tv);
-  const auto* f = static_cast<const float*>(from);
-  auto* t = static_cast<uint16_t*>(to);
-  if (from_type == DType::f32 && to_type == DType::bf16) return round_rows<float_to_bf16>(f, fv.ld, t, tv.ld, fv.rows, fv.cols);
-  if (from_type == DType::f32 && to_type == DType::f16) return round_rows<float_to_f16>(f, fv.ld, t, tv.ld, fv.rows, fv.cols);
+  const VectorLevel level = best_vector_level();
+  if (from_type == DType::f32 && to_type == DType::bf16) {
+    const auto round = kernel_at(level, round_row_bf16_v4, round_row_bf16_v3, round_row_bf16_baseline);
+    for (int64_t i = 0; i < fv.rows; ++i)
+      round(static_cast<const float*>(from) + i * fv.ld, static_cast<uint16_t*>(to) + i * tv.ld, fv.cols);
+    return;
+  }
+  if (from_type == DType::bf16 && to_type == DType::f32) {
+    const auto widen = kernel_at(level, widen_row_bf16_v4, widen_row_bf16_v3, widen_row_bf16_baseline);
+    for (int64_t i = 0; i < fv.rows; ++i)
+      widen(static_cast<const uint16_t*>(from) + i * fv.ld, static_cast<float*>(to) + i * tv.ld, fv.cols);
+    return;
+  }
+  if (from_type == DType::f32 && to_type == DType::f16)
+    return round_rows_f16(static_cast<const float*>(from), fv.ld, static_cast<uint16_t*>(to), tv.ld, fv.rows, fv.cols);
   throw Error(ErrorCode::internal, std::string("convert_view: no conversion from ") + to_string(from_type) + " to " +
                                        to_string(to_type));
 }
@@ -83,9 +100,12 @@ void add_view(DType dtype, const void* from, const View& fv, void* into, const V
       return add_rows(static_cast<const double*>(from), fv.ld, static_cast<double*>(into), iv.ld, fv.rows, fv.cols);
     case DType::f32:
       return add_rows(static_cast<const float*>(from), fv.ld, static_cast<float*>(into), iv.ld, fv.rows, fv.cols);
-    case DType::bf16:
-      return add_rows_bf16(static_cast<const uint16_t*>(from), fv.ld, static_cast<uint16_t*>(into), iv.ld, fv.rows,
-                           fv.cols);
+    case DType::bf16: {
+      const auto add = kernel_at(best_vector_level(), add_row_bf16_v4, add_row_bf16_v3, add_row_bf16_baseline);
+      for (int64_t i = 0; i < fv.rows; ++i)
+        add(static_cast<const uint16_t*>(from) + i * fv.ld, static_cast<uint16_t*>(into) + i * iv.ld, fv.cols);
+      return;
+    }
     case DType::f16:
       return add_rows_16<f16_to_float, float_to_f16>(static_cast<const uint16_t*>(from), fv.ld,
                                                      static_cast<uint16_t*>(into), iv.ld, fv.rows, fv.cols);

@@ -2,19 +2,14 @@
 
 #include <cblas.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <climits>
-#include <cstring>
-#include <vector>
 #include <cstdlib>
-#include <map>
 #include <set>
 #include <string>
-#include <tuple>
 
+#include "cofuse/config.hpp"
 #include "cofuse/status.hpp"
-#include "core/stream/view_ops.hpp"
+#include "cpu/compute/gemm_bf16.hpp"
 
 namespace cofuse::detail {
 
@@ -27,94 +22,54 @@ blasint to_blas(int64_t value, const char* what) {
   return static_cast<blasint>(value);
 }
 
-// bf16 through oneDNN's matmul: bf16 operands, f32 accumulation, C rounded once. A stored row-
-// major X of leading dimension ld is the memory descriptor {rows, cols} with strides {ld, 1},
-// and its transpose the same memory read with strides {1, ld}, so no operand is copied.
-// C in bf16, or in f32 (c4: 4-byte elements, nothing rounded).
-void gemm_bf16(int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc, bool accumulate,
-               bool c4) {
-  using dnnl::memory;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool>;
-  struct Engine {
-    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-    dnnl::stream stream{engine};
-    std::map<Key, std::pair<dnnl::matmul, dnnl::matmul::primitive_desc>> primitives;  // made once per shape
-    std::vector<char> scratch;  // an aligned C for a caller's C that is not
-  };
-  auto md = [](int64_t rows, int64_t cols, int64_t ld, bool trans, memory::data_type type = memory::data_type::bf16) {
-    return memory::desc({rows, cols}, type, trans ? memory::dims{1, ld} : memory::dims{ld, 1});
-  };
-  const int64_t c_elem = c4 ? 4 : 2;
-  try {
-    // One per thread: a stream is not for two threads at once, and each executor's compute
-    // engine is one thread.
-    thread_local Engine e;
-    // The primitive for C rows `ld` elements apart, made on first use.
-    auto primitive = [&](int64_t ld) {
-      const Key key{m, n, k, a.ld, b.ld, ld, a.trans, b.trans, accumulate, c4};
-      auto it = e.primitives.find(key);
-      if (it != e.primitives.end()) return it;
-      dnnl::primitive_attr attr;
-      if (accumulate) {
-        dnnl::post_ops sum;
-        sum.append_sum(1.0f);
-        attr.set_post_ops(sum);
-      }
-      const dnnl::matmul::desc desc(md(m, k, a.ld, a.trans), md(k, n, b.ld, b.trans),
-                                    md(m, n, ld, false, c4 ? memory::data_type::f32 : memory::data_type::bf16));
-      const dnnl::matmul::primitive_desc pd(desc, attr, e.engine);
-      return e.primitives.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
-    };
-    // oneDNN's AMX kernels write C 2.4x slower where C does not start on a cache line (2048x1024x128
-    // here: 5.7 ms into a std::vector's 16-byte-aligned memory, 2.4 ms 64-byte aligned), so such a
-    // C goes through an aligned copy of its rows, which costs a fraction of that.
-    const bool aligned = reinterpret_cast<uintptr_t>(c) % 64 == 0 && (ldc * c_elem) % 64 == 0;
-    void* out = c;
-    const int64_t ld_out = aligned ? ldc : (n * c_elem + 63) / 64 * 64 / c_elem;  // 64-byte rows
-    const DType c_type = c4 ? DType::f32 : DType::bf16;
-    const View c_view{Buf::c, 0, m, n, ldc}, out_view{Buf::work, 0, m, n, ld_out};
-    if (!aligned) {
-      const std::size_t bytes = static_cast<std::size_t>(m * ld_out * c_elem) + 64;
-      if (e.scratch.size() < bytes) e.scratch.resize(bytes);
-      out = first_cache_line(e.scratch.data());
-      if (accumulate) copy_view(c_type, c, c_view, out, out_view);
-    }
-    const auto found = primitive(ld_out);
-    const dnnl::matmul::primitive_desc& pd = found->second.second;
-    memory src(pd.src_desc(), e.engine, const_cast<void*>(a.data));
-    memory weights(pd.weights_desc(), e.engine, const_cast<void*>(b.data));
-    memory dst(pd.dst_desc(), e.engine, out);
-    found->second.first.execute(e.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
-    e.stream.wait();
-    if (!aligned) copy_view(c_type, out, out_view, c, c_view);
-  } catch (const dnnl::error& err) {
-    throw Error(ErrorCode::internal, "gemm: oneDNN bf16 matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                                         std::to_string(k) + ": " + err.what());
-  }
-}
-
 }  // namespace
 
-std::string bf16_gemm_problem() {
-  static const std::string problem = [] {
-    try {
-      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-      const dnnl::memory::desc md({16, 16}, dnnl::memory::data_type::bf16, dnnl::memory::dims{16, 1});
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), engine);
-      return std::string();
-    } catch (const dnnl::error& e) {
-      return dnnl_version() + " has no bf16 matmul for this CPU (it needs AVX-512; x86-64 only): " + e.what();
-    }
+const Bf16GemmPath& bf16_gemm_path() {
+  static const Bf16GemmPath path = [] {
+    const config::Setting<config::CpuBf16> asked = config::cpu_bf16();
+    const std::string setting = std::string("COFUSE_CPU_BF16=") + config::to_string(asked.value) +
+                                (asked.source == config::Source::default_value ? " (default)" : "");
+    const std::string no_onednn = asked.value == config::CpuBf16::widened ? "" : onednn_bf16_problem();
+    const std::string widened = "bf16 widened to f32 in blocks (at most " +
+                                std::to_string(widened_scratch_bytes() >> 20) + " MiB a thread), OpenBLAS sgemm";
+    if (asked.value == config::CpuBf16::widened) return Bf16GemmPath{Bf16GemmPath::Kind::widened, widened, setting, ""};
+    if (no_onednn.empty())
+      return Bf16GemmPath{Bf16GemmPath::Kind::onednn, dnnl_version() + " matmul", setting, ""};
+    if (asked.value == config::CpuBf16::onednn)
+      return Bf16GemmPath{Bf16GemmPath::Kind::none, "none", setting,
+                          no_onednn + "; COFUSE_CPU_BF16=auto or widened multiplies bf16 on any CPU"};
+    return Bf16GemmPath{Bf16GemmPath::Kind::widened, widened, setting + ": " + no_onednn, ""};
   }();
-  return problem;
+  return path;
 }
+
+const char* to_string(Bf16GemmPath::Kind kind) {
+  switch (kind) {
+    case Bf16GemmPath::Kind::onednn: return "onednn";
+    case Bf16GemmPath::Kind::widened: return "widened";
+    case Bf16GemmPath::Kind::none: return "none";
+  }
+  return "";
+}
+
+std::string Bf16GemmPath::describe() const {
+  return std::string(to_string(kind)) + ": " + (problem.empty() ? what : problem) + " (" + why + ")";
+}
+
+std::string bf16_gemm_problem() { return bf16_gemm_path().problem; }
 
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
           bool accumulate, DType c_type) {
   if (c_type != dtype && !(dtype == DType::bf16 && c_type == DType::f32))
     throw Error(ErrorCode::internal, std::string("gemm: a ") + to_string(dtype) + " GEMM cannot write " +
                                          to_string(c_type) + " (only bf16 into f32)");
-  if (dtype == DType::bf16) return gemm_bf16(m, n, k, a, b, c, ldc, accumulate, c_type == DType::f32);
+  if (dtype == DType::bf16) {
+    const Bf16GemmPath& path = bf16_gemm_path();
+    if (path.kind == Bf16GemmPath::Kind::none) throw Error(ErrorCode::invalid_argument, "gemm: bf16: " + path.problem);
+    if (path.kind == Bf16GemmPath::Kind::onednn)
+      return gemm_bf16_onednn(m, n, k, a, b, c, ldc, accumulate, c_type == DType::f32);
+    return gemm_bf16_widened(m, n, k, a, b, c, ldc, accumulate, c_type == DType::f32);
+  }
   if (dtype == DType::f16)
     throw Error(ErrorCode::invalid_argument, "gemm: f16 runs on the CUDA executor, not on the CPU");
   const auto ta = a.trans ? CblasTrans : CblasNoTrans;
@@ -154,13 +109,6 @@ std::string blas_fallback_warning() {
 #else
   return "";  // the core names and the check are x86's
 #endif
-}
-
-std::string dnnl_version() {
-  const dnnl_version_t* v = ::dnnl_version();
-  const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OMP" : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB" : "other";
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         " (CPU runtime " + runtime + ")";
 }
 
 std::string blas_version() {

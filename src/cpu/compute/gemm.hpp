@@ -1,5 +1,6 @@
-// The CPU compute engine: one row-major GEMM on views, through OpenBLAS (cblas) for f32 and f64
-// and oneDNN's matmul for bf16.
+// The CPU compute engine: one row-major GEMM on views, through OpenBLAS (cblas) for f32 and f64;
+// bf16 through oneDNN's matmul where oneDNN has one for this CPU, else widened to f32 for
+// OpenBLAS's sgemm (gemm_bf16.hpp; which one: bf16_gemm_path()).
 #pragma once
 
 #include <cstdint>
@@ -20,9 +21,9 @@ struct ConstView {
 /// C[m,n] (+)= op(A)[m,k] · op(B)[k,n] in dtype, row-major, ldc elements between rows of C.
 /// accumulate: add into C (beta = 1) instead of overwriting it (beta = 0).
 /// f32, f64: OpenBLAS; sizes must fit BLAS's int (checked; Error(invalid_argument) otherwise).
-/// bf16: oneDNN, products summed in f32 and C rounded to bf16 once (with accumulate, C's old
-/// value is added in f32 before that rounding); the primitive of each shape is made once per
-/// thread and kept. f16: Error(invalid_argument) (can_run refuses it on the CPU first).
+/// bf16: on bf16_gemm_path(), products summed in f32 and C rounded to bf16 once (with
+/// accumulate, C's old value is added in f32 before that rounding); Error(invalid_argument)
+/// where the process has no bf16 path. f16: Error(invalid_argument) (can_run refuses it first).
 /// c_type: C's element type, dtype's own unless a bf16 GEMM writes f32 (partial sums kept in
 /// f32, wire=f32): then nothing is rounded. Any other pair is Error(internal).
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, ConstView a, ConstView b, void* c, int64_t ldc,
@@ -46,7 +47,23 @@ T* first_cache_line(T* p) {
 /// The oneDNN build the bf16 GEMMs run on, e.g. "oneDNN 2.6.3 (CPU runtime OMP)".
 std::string dnnl_version();
 
-/// "" where oneDNN multiplies bf16 on this CPU; otherwise why not (it needs AVX-512). Probed once.
+/// How this process multiplies bf16, chosen once from config::cpu_bf16() (COFUSE_CPU_BF16) and
+/// what oneDNN can do on this CPU. Error(invalid_argument) if the variable does not parse.
+struct Bf16GemmPath {
+  enum class Kind { onednn, widened, none };
+  Kind kind;
+  std::string what;     // what runs: "oneDNN 2.6.3 (CPU runtime OMP) matmul", "bf16 widened to f32 ..."
+  std::string why;      // the setting, and where auto fell back, oneDNN's reason
+  std::string problem;  // kind none only: why bf16 cannot run, and what would run it
+  /// One line for --version, config and records: "widened: bf16 widened ... (COFUSE_CPU_BF16=...)".
+  std::string describe() const;
+};
+const Bf16GemmPath& bf16_gemm_path();
+
+/// "onednn", "widened" or "none".
+const char* to_string(Bf16GemmPath::Kind kind);
+
+/// "" where this process multiplies bf16; otherwise why not (bf16_gemm_path().problem).
 std::string bf16_gemm_problem();
 
 /// Empty, or why OpenBLAS runs kernels far slower than this CPU allows (it did not recognise the
