@@ -36,7 +36,13 @@ def _matmul(a, b):
     if a.dtype != b.dtype:  # torch.matmul refuses these too (numpy would promote silently)
         raise TypeError(f"expected both operands of one dtype, got {a.dtype} and {b.dtype}")
     if a.dtype is torch.bfloat16:  # numpy has no bfloat16; torch's CPU bf16 matmul is oneDNN's too
-        return torch.matmul(a.detach(), b.detach())
+        try:
+            return torch.matmul(a.detach(), b.detach())
+        except RuntimeError:
+            # Where torch's oneDNN has no bf16 matmul for this CPU (AVX2 only, or
+            # ONEDNN_MAX_CPU_ISA=AVX2): cofuse's widened path's contract, bf16 values
+            # multiplied in float32 and rounded once.
+            return torch.from_numpy(np.matmul(a.detach().float().numpy(), b.detach().float().numpy())).to(torch.bfloat16)
     return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
 
 
