@@ -10,6 +10,7 @@
 #include "cofuse/backend.hpp"
 #include "cofuse/schedule.hpp"
 #include "cofuse/status.hpp"
+#include "core/common/quote.hpp"
 
 namespace cofuse::measure {
 
@@ -54,7 +55,7 @@ std::vector<int64_t> sizes_from_json(const json& value, const std::string& where
   if (value.is_object()) {
     for (const auto& [key, v] : value.items())
       if (key != "begin" && key != "end" && key != "factor" && key != "step")
-        bad(where + ": unknown key '" + key + "' in a range (begin, end, factor or step)");
+        bad(where + ": unknown key " + in_quotes(key) + " in a range (begin, end, factor or step)");
     if (!value.contains("begin") || !value.contains("end")) bad(where + ": a range needs begin and end");
     if (value.contains("factor") && !value["factor"].is_number())
       bad(where + ": factor " + value["factor"].dump() + " is not a number");
@@ -132,7 +133,7 @@ std::vector<int64_t> parse_size_list(const std::string& text, const std::string&
     int64_t value = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (ec != std::errc() || end != item.data() + item.size() || value < 1)
-      bad(what + ": '" + item + "' is not a size (an integer >= 1)");
+      bad(what + ": " + in_quotes(item) + " is not a size (an integer >= 1)");
     out.push_back(value);
   }
   if (out.empty()) bad(what + ": no size given");
@@ -146,18 +147,18 @@ std::vector<BenchCase> expand(const SweepSpec& spec) {
   check_schedules(spec.schedules, "schedules");
   for (const std::string& op_text : spec.ops) {
     const auto op = parse_op(op_text);
-    if (!op) bad("unknown op '" + op_text + "' (ag_gemm, gemm_rs or gemm_ar)");
+    if (!op) bad("unknown op " + in_quotes(op_text) + " (ag_gemm, gemm_rs or gemm_ar)");
     std::vector<Axis> axes;
     for (const std::string& axis_text : spec.axes) {
       const auto axis = axis_text == "auto" ? std::optional<Axis>(default_axis(*op)) : parse_axis(axis_text);
-      if (!axis) bad("unknown axis '" + axis_text + "' (auto, none, m, n or k)");
+      if (!axis) bad("unknown axis " + in_quotes(axis_text) + " (auto, none, m, n or k)");
       if (axis_suits(*op, *axis) && std::find(axes.begin(), axes.end(), *axis) == axes.end()) axes.push_back(*axis);
     }
     if (axes.empty()) bad(op_text + ": none of the axes given suits it (ag_gemm: m, k; gemm_rs: m, n; gemm_ar: none)");
     for (Axis axis : axes)
       for (const std::string& dtype_text : spec.dtypes) {
         const auto dtype = parse_dtype(dtype_text);
-        if (!dtype) bad("unknown dtype '" + dtype_text + "' (f32, f64 or bf16)");
+        if (!dtype) bad("unknown dtype " + in_quotes(dtype_text) + " (f32, f64 or bf16)");
         // The bench measures the CPU executor: the dtypes it runs are can_run's answer.
         const OpDesc probe{*op, 1, 1, 1, *dtype, false, false, axis, 1};
         if (const Status st = can_run(Backend::cpu_mpi, probe, serial_schedule()); !st.ok())
@@ -183,7 +184,7 @@ std::vector<BenchCase> load_sweep_file(const std::string& path, const SweepSpec&
   if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array() || doc["cases"].empty())
     bad("sweep file " + path + ": expected an object {\"cases\": [ ... ]} with at least one case");
   for (const auto& [key, v] : doc.items())
-    if (key != "cases" && key != "comment") bad("sweep file " + path + ": unknown top-level key '" + key + "'");
+    if (key != "cases" && key != "comment") bad("sweep file " + path + ": unknown top-level key " + in_quotes(key));
   std::vector<BenchCase> out;
   for (std::size_t i = 0; i < doc["cases"].size(); ++i) {
     const json& c = doc["cases"][i];
@@ -191,7 +192,7 @@ std::vector<BenchCase> load_sweep_file(const std::string& path, const SweepSpec&
     if (!c.is_object()) bad(where + ": a case is an object");
     SweepSpec spec = defaults;
     for (const auto& [key, v] : c.items()) {
-      const std::string field = where + "." + key;
+      const std::string field = where + "." + escape_controls(key);
       if (key == "label") spec.label = strings_from_json(v, field).at(0);
       else if (key == "op") spec.ops = strings_from_json(v, field);
       else if (key == "axis") spec.axes = strings_from_json(v, field);
@@ -204,7 +205,7 @@ std::vector<BenchCase> load_sweep_file(const std::string& path, const SweepSpec&
       else if (key == "schedules") spec.schedules = strings_from_json(v, field).at(0);
       else if (key == "comment") continue;
       else
-        bad(where + ": unknown key '" + key + "' (label, op, axis, dtype, m, n, k, trans_a, trans_b, schedules, comment)");
+        bad(where + ": unknown key " + in_quotes(key) + " (label, op, axis, dtype, m, n, k, trans_a, trans_b, schedules, comment)");
     }
     try {
       for (BenchCase& b : expand(spec)) out.push_back(std::move(b));
@@ -226,7 +227,7 @@ std::vector<Schedule> schedule_list(const std::string& schedules, const OpDesc& 
   for (const std::string& item : split_list(schedules, ';')) {
     Status error;
     const std::optional<Schedule> s = Schedule::parse(item, &error);
-    if (!s) bad(where + ": schedule '" + item + "': " + error.message());
+    if (!s) bad(where + ": " + error.message());  // the message quotes the schedule
     // One list serves a sweep over dtypes and ops: partial sums in f32 are a choice for bf16
     // reductions only, so the cases without any (f32, f64, ag_gemm) leave such a schedule out.
     Schedule op_wire = *s;
@@ -234,7 +235,7 @@ std::vector<Schedule> schedule_list(const std::string& schedules, const OpDesc& 
     if (s->wire == Wire::f32 && !s->validate_for(desc).ok() && op_wire.validate_for(desc).ok()) continue;
     // The bench runs on the CPU executor: refuse here what it would refuse mid-sweep.
     if (const Status st = can_run(Backend::cpu_mpi, desc, *s); !st.ok())
-      bad(where + ": schedule '" + item + "': " + st.message());
+      bad(where + ": schedule " + in_quotes(item) + ": " + st.message());
     out.push_back(*s);
   }
   return out;

@@ -132,5 +132,23 @@ TEST_F(SweepFile, MalformedFilesNameTheProblem) {
   EXPECT_NE(message_of([&] { load_sweep_file(path + ".missing", defaults); }).find("cannot be read"), std::string::npos);
 }
 
+// What a file says is echoed with its control bytes escaped, so a refusal stays one line and
+// shows the stray byte (found by fuzz_sweep: a "\n" in an op name split the message).
+TEST_F(SweepFile, RefusalsEscapeControlBytesTheyEcho) {
+  const SweepSpec defaults;
+  auto refusal = [&](const std::string& text) {
+    write(text);
+    return message_of([&] { load_sweep_file(path, defaults); });
+  };
+  EXPECT_NE(refusal(R"({"cases": [{"op": "gemm\nar"}]})").find("cases[0]: unknown op 'gemm\\nar'"), std::string::npos);
+  EXPECT_NE(refusal(R"({"a\tb": 1, "cases": [{}]})").find("unknown top-level key 'a\\tb'"), std::string::npos);
+  EXPECT_NE(refusal(R"({"cases": [{"m\u0001": 1}]})").find("cases[0]: unknown key 'm\\x01'"), std::string::npos);
+  const std::string schedule = refusal(R"({"cases": [{"schedules": "shard\r"}]})");
+  EXPECT_NE(schedule.find("cases[0]: schedules: schedule 'shard\\r': unknown preset 'shard\\r'"), std::string::npos)
+      << schedule;
+  for (const std::string& message : {schedule, refusal(R"({"cases": [{"dtype": "f\n32"}]})")})
+    EXPECT_EQ(message.find_first_of("\n\r"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace cofuse::measure

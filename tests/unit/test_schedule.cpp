@@ -57,6 +57,14 @@ TEST(ScheduleString, PresetsAreAliasesAndTakeOverrides) {
   EXPECT_EQ(Schedule::parse("overlap=chunk")->chunks, 1);
 }
 
+// The text echoed in a refusal has its control bytes escaped: one line, the stray byte shown.
+TEST(ScheduleString, RefusalsEscapeControlBytes) {
+  EXPECT_NE(parse_error("shard\r").find("schedule 'shard\\r': unknown preset 'shard\\r'"), std::string::npos);
+  EXPECT_NE(parse_error("shard,overlap=chunk\n").find("overlap=chunk\\n is not one of"), std::string::npos);
+  EXPECT_NE(parse_error("shard,x\x01=1").find("unknown key 'x\\x01'"), std::string::npos);
+  EXPECT_NE(parse_error("a\\b").find("'a\\\\b'"), std::string::npos);  // a backslash is doubled
+}
+
 TEST(ScheduleString, MalformedInputNamesTheToken) {
   EXPECT_NE(parse_error("").find("empty"), std::string::npos);
   EXPECT_NE(parse_error("overlap=lots").find("overlap=lots is not one of none | shard | chunk"), std::string::npos);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cofuse/status.hpp"
+#include "core/common/quote.hpp"
 
 namespace cofuse::config {
 
@@ -22,7 +23,7 @@ std::optional<std::string> variable(const char* name) {
 }
 
 Error bad_value(const char* name, const std::string& value, const char* wanted) {
-  return Error(ErrorCode::invalid_argument, std::string(name) + "='" + value + "' is not " + wanted);
+  return Error(ErrorCode::invalid_argument, std::string(name) + "=" + in_quotes(value) + " is not " + wanted);
 }
 
 // A text setting: flag, else the variable, else the default.
@@ -196,7 +197,7 @@ const std::vector<Entry>& entries() {
 Setting<std::string> lookup(std::string_view name, std::string_view flag) {
   for (const Entry& e : entries())
     if (e.name == name || (!e.variable.empty() && e.variable == name)) return e.effective(flag);
-  throw Error(ErrorCode::invalid_argument, "no configuration entry '" + std::string(name) + "'");
+  throw Error(ErrorCode::invalid_argument, "no configuration entry " + in_quotes(name));
 }
 
 }  // namespace cofuse::config

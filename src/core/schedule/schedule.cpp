@@ -7,6 +7,7 @@
 #include <charconv>
 #include <set>
 
+#include "core/common/quote.hpp"
 #include "core/exec_model/engines.hpp"
 
 namespace cofuse {
@@ -127,7 +128,7 @@ const std::vector<Preset>& presets() {
 
 std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
   auto fail = [&](const std::string& why) -> std::optional<Schedule> {
-    if (error) *error = invalid("schedule '" + std::string(text) + "': " + why);
+    if (error) *error = invalid("schedule " + in_quotes(text) + ": " + why);
     return std::nullopt;
   };
   if (text.empty()) return fail("empty; give a preset name or key=value pairs");
@@ -142,7 +143,7 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
     if (token.empty()) return fail("empty field (two commas, or a trailing comma)");
     const std::size_t eq = token.find('=');
     if (eq == std::string_view::npos) {
-      if (!first) return fail("'" + std::string(token) + "' is not key=value (a preset name may only come first)");
+      if (!first) return fail(in_quotes(token) + " is not key=value (a preset name may only come first)");
       bool found = false;
       for (const Preset& p : presets())
         if (token == p.name) {
@@ -152,7 +153,7 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
       if (!found) {
         std::string names;
         for (const Preset& p : presets()) names += (names.empty() ? "" : ", ") + p.name;
-        return fail("unknown preset '" + std::string(token) + "'; presets: " + names);
+        return fail("unknown preset " + in_quotes(token) + "; presets: " + names);
       }
       first = false;
       continue;
@@ -161,7 +162,7 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
     std::string key(token.substr(0, eq));
     if (key == "driver") key = "engine";  // the C++ name of the field, accepted as its key too
     const std::string_view value = token.substr(eq + 1);
-    if (!seen.insert(key).second) return fail("key '" + key + "' given twice");
+    if (!seen.insert(key).second) return fail("key " + in_quotes(key) + " given twice");
     std::string allowed;  // set when the value is not one of the field's names
     auto set = [&](auto& field, const auto& values) {
       if (auto v = lookup(value, values)) field = *v;
@@ -180,14 +181,14 @@ std::optional<Schedule> Schedule::parse(std::string_view text, Status* error) {
       int n = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
       if (ec != std::errc() || end != value.data() + value.size() || n < lo || n > hi)
-        return fail(key + "=" + std::string(value) + " is not an integer in " + std::to_string(lo) + ".." +
+        return fail(key + "=" + escape_controls(value) + " is not an integer in " + std::to_string(lo) + ".." +
                     std::to_string(hi));
       (key == "chunks" ? s.chunks : s.host_ranks) = n;
     } else {
-      return fail("unknown key '" + key +
-                  "'; keys: overlap, chunks, split, data, fusion, engine (or driver), algo, topo, host_ranks, wire");
+      return fail("unknown key " + in_quotes(key) +
+                  "; keys: overlap, chunks, split, data, fusion, engine (or driver), algo, topo, host_ranks, wire");
     }
-    if (!allowed.empty()) return fail(key + "=" + std::string(value) + " is not one of " + allowed);
+    if (!allowed.empty()) return fail(key + "=" + escape_controls(value) + " is not one of " + allowed);
   }
   return s;
 }

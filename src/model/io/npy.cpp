@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cofuse/status.hpp"
+#include "core/common/quote.hpp"
 
 namespace cofuse {
 
@@ -86,7 +87,7 @@ NpyArray read_npy(const std::string& path) {
     try {
       dim = std::stoll(token);
     } catch (const std::exception&) {
-      throw malformed(path, "shape entry '" + token + "' is not a number");
+      throw malformed(path, "shape entry " + in_quotes(token) + " is not a number");
     }
     if (dim < 0 || (dim > 0 && elements > INT64_MAX / 8 / dim)) throw malformed(path, "shape out of range");
     array.shape.push_back(dim);

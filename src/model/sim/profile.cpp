@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/common/quote.hpp"
+
 namespace cofuse {
 
 namespace {
@@ -66,7 +68,10 @@ class Fields {
     read_.push_back(key);
     return object_.contains(key) ? &object_[key] : nullptr;
   }
-  std::string where(const std::string& key) const { return path_.empty() ? key : key.empty() ? path_ : path_ + "." + key; }
+  std::string where(const std::string& key) const {
+    const std::string name = escape_controls(key);  // a key is the file's text: shown with its control bytes escaped
+    return path_.empty() ? name : name.empty() ? path_ : path_ + "." + name;
+  }
 
  private:
   const json& object_;
@@ -145,7 +150,7 @@ Status MachineProfile::validate() const {
       return fail("compute.measured_16: every point needs m, n, k >= 1 and gflops > 0");
   const NetworkModel& n = network;
   if (n.topology != "switch" && n.topology != "shared" && n.topology != "two_level")
-    return fail("network.topology '" + n.topology + "' is not switch, shared or two_level");
+    return fail("network.topology " + in_quotes(n.topology) + " is not switch, shared or two_level");
   if (n.bandwidth_GBps <= 0) return fail("network.bandwidth_GBps must be > 0");
   if (n.alpha_s < 0 || n.inter_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
   if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
@@ -173,7 +178,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
     Fields top(doc, origin, "");
     std::string schema;
     top.text("schema", schema, true);
-    if (schema != "cofuse.profile/1") bad(origin, "schema '" + schema + "' is not cofuse.profile/1");
+    if (schema != "cofuse.profile/1") bad(origin, "schema " + in_quotes(schema) + " is not cofuse.profile/1");
     top.text("name", p.name, true);
     top.text("description", p.description);
     top.text("note", p.note);
@@ -182,7 +187,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
     top.text("backend", backend);
     const auto named = std::find_if(std::begin(kBackends), std::end(kBackends),
                                     [&](Backend b) { return backend == to_string(b); });
-    if (named == std::end(kBackends)) bad(origin, "backend '" + backend + "' is not cpu_mpi, cuda_nccl or cuda_local");
+    if (named == std::end(kBackends)) bad(origin, "backend " + in_quotes(backend) + " is not cpu_mpi, cuda_nccl or cuda_local");
     p.backend = *named;
     top.number("task_overhead_s", p.task_overhead_s);
     if (const json* c = top.child("compute")) {
@@ -308,7 +313,7 @@ MachineProfile load_profile(const std::string& name_or_path) {
     text << in.rdbuf();
     return parse_profile(text.str(), path.string());
   }
-  std::string message = "profile '" + name_or_path + "' not found (tried";
+  std::string message = "profile " + in_quotes(name_or_path) + " not found (tried";
   for (const auto& path : tried) message += " " + path.string();
   message += ")";
   if (!looks_like_path) {
