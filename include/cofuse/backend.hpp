@@ -2,12 +2,13 @@
 //
 // Like CUTLASS's can_implement, it answers before anything is allocated or communicated, from
 // the description alone, the same way on every rank. Each backend's constructor calls it (the
-// CPU Operation, cuda::LocalGroup, cuda::Group), and the planner and the simulator ask it for
+// CPU Operation, cuda::LocalGroup, cuda::Group; the layers and the Python package ask it which
+// element types the CPU runs), and the planner and the simulator ask it for
 // the backend they plan for, so a schedule the planner offers is one the backend accepts.
 //
 // What the backends accept (their rules are data in src/core/backend/can_run.cpp):
 //   backend     dtypes               overlapped schedules use       notes
-//   cpu_mpi     f32, f64             engine=thread (unfused) or     MPI reductions need contiguous
+//   cpu_mpi     f32, f64, bf16       engine=thread (unfused) or     MPI reductions need contiguous
 //                                    engine=inline (fused)          pieces (no data=hetero 2d coll)
 //   cuda_local  f32, f64, bf16, f16  fusion=unfused, engine=ce|sm   reductions of contiguous pieces
 //   cuda_nccl   f32, f64, bf16, f16  fusion=unfused, engine=sm      every message and collective

@@ -88,7 +88,7 @@ struct PlanningProfile {
 /// whether they calibrate (a rank that names a profile while another does not: every rank throws
 /// the same Error(mismatch)); a named profile is then loaded on every rank (one that cannot be
 /// read fails every rank alike; ranks that read different files are not compared here: an
-/// AutoOperation plans with rank 0's answer); "calibrated" calls calibrate(comm, options).
+/// an auto operation plans with rank 0's answer); "calibrated" calls calibrate(comm, options).
 PlanningProfile planning_profile(MPI_Comm comm, std::string_view flag = {}, const CalibrateOptions& options = {});
 
 /// The same rule without a communicator: "calibrated" takes cached_calibration(ranks), else

@@ -31,7 +31,7 @@ inline constexpr std::string_view kProfile = "calibrated";
 /// What "calibrated" falls back to where nothing can be measured and nothing is cached: the
 /// shipped profile of this project's host over shared memory.
 inline constexpr std::string_view kUncalibratedProfile = "this-host-shm";
-/// Calls an AutoOperation spends measuring its candidates before it settles (0 = never: the
+/// Calls an `auto` Operation spends measuring its candidates before it settles (0 = never: the
 /// model's choice, or the tuning database's, is final). 24: six calls of each of the model's
 /// best three and serial, five of them counted; with 12 (two counted) the online pick was more
 /// than 3% slower than serial in 3 of 10 cases on shared memory (bench/planner_eval.py).
@@ -48,6 +48,13 @@ inline constexpr int64_t kTileRows = 64;
 inline constexpr double kDeadlineS = 600;
 /// How the CPU executor multiplies bf16 (CpuBf16 below) when $COFUSE_CPU_BF16 does not say.
 inline constexpr std::string_view kCpuBf16 = "auto";
+/// An overlapped schedule must beat serial's measured median by this fraction to be kept, in
+/// online tuning and in `cofuse tune` alike (one winner rule, tune/winner.hpp): a lead smaller
+/// than run-to-run noise is no lead, and an overlap slower than the plain op is the failure
+/// users report most.
+inline constexpr double kNoiseGuard = 0.03;
+/// How much cofuse says (Log below): warnings only.
+inline constexpr std::string_view kLog = "warn";
 /// What records say about the link when neither --link nor $COFUSE_LINK describes it.
 inline constexpr std::string_view kLinkUndescribed = "not described (pass --link or set COFUSE_LINK)";
 
@@ -72,8 +79,8 @@ Setting<std::string> profile(std::string_view flag = {});
 /// The deadline of a call in seconds (0 = none): $COFUSE_DEADLINE_S (a number >= 0), else
 /// kDeadlineS. Error(invalid_argument) for anything else in the variable.
 Setting<double> deadline_s();
-/// The tuning database the planner consults when PlannerOptions::tuning_db is empty:
-/// $COFUSE_TUNING_DB, else "" (none).
+/// The tuning database named by the environment: $COFUSE_TUNING_DB, else "" (then
+/// tuning_db_path() in tuning.hpp takes the cache directory's).
 Setting<std::string> tuning_db();
 /// The link in words, kept in bench, profile and train-step records: `flag` when not empty,
 /// else $COFUSE_LINK (bench/netlab sets it), else kLinkUndescribed.
@@ -82,7 +89,7 @@ Setting<std::string> link(std::string_view flag = {});
 /// named) are kept: $COFUSE_CACHE_DIR, else $XDG_CACHE_HOME/cofuse, else $HOME/.cache/cofuse,
 /// else /tmp/cofuse-cache (no home). Created when first written.
 Setting<std::string> cache_dir();
-/// Calls an AutoOperation measures before it settles: $COFUSE_AUTOTUNE_CALLS (an integer >= 0;
+/// Calls an `auto` Operation measures before it settles: $COFUSE_AUTOTUNE_CALLS (an integer >= 0;
 /// 0 = off), else kAutotuneCalls. Error(invalid_argument) for anything else in the variable.
 Setting<int> autotune_calls();
 /// The MPI tests' random seed: $COFUSE_TEST_SEED (an unsigned integer), else nullopt (a fresh
@@ -107,6 +114,25 @@ Setting<CpuBf16> cpu_bf16();
 /// OPENBLAS_CORETYPE=Haswell, the whole bf16 path of such a CPU). Error(invalid_argument) for
 /// anything else. Read once per process, at the first vector loop.
 Setting<std::string> max_vector_level();
+
+/// The noise guard (kNoiseGuard): $COFUSE_NOISE_GUARD (a fraction in [0, 1)), else kNoiseGuard.
+/// Error(invalid_argument) for anything else in the variable.
+Setting<double> noise_guard();
+
+/// Ranks per host, overriding what MPI_COMM_TYPE_SHARED finds: $COFUSE_RANKS_PER_HOST as text,
+/// "" when unset. Its meaning (a positive integer dividing the rank count) is checked by the
+/// collective that reads it (the host layout), where every rank must agree on it first.
+Setting<std::string> ranks_per_host();
+
+/// What cofuse logs (cofuse/log.hpp): $COFUSE_LOG = LEVEL or LEVEL:SUBSYSTEM,... with LEVEL off,
+/// warn, info or debug; the level applies to the named subsystems (tune, plan, calibrate, exec)
+/// and the others stay at warn; without subsystems it applies to all. Else kLog.
+/// Error(invalid_argument) for anything else in the variable.
+struct LogSetting {
+  int level = 1;                        // 0 off, 1 warn, 2 info, 3 debug (cofuse::LogLevel)
+  std::vector<std::string> subsystems;  // empty: every subsystem
+};
+Setting<LogSetting> log_setting();
 
 // ---------------------------------------------------------------- the registry as data
 

@@ -1,5 +1,5 @@
 // Megatron-style tensor-parallel linear layers on cofuse's fused ops, forward and backward,
-// and an MLP block built from them (docs/training.md; ARCHITECTURE.md §1.1).
+// and an MLP block built from them (docs/training.md; docs/architecture.md).
 //
 // A linear layer computes Y = X·Wᵀ (+ b) with W [out, in] split over P ranks:
 //
@@ -18,7 +18,7 @@
 // every rank) and added once, after the reduction. Row-major buffers, the op's dtype (f32, f64 or bf16).
 //
 // Every GEMM that communicates runs as a cofuse Operation with its own schedule (fprop, dgrad,
-// wgrad). A schedule not given is `auto`: an AutoOperation (auto_operation.hpp) that runs the
+// wgrad). A schedule not given is `auto`: an Operation made by the communicator's Context (context.hpp) that runs the
 // planner's best candidates and serial in turn on the layer's first calls, every result
 // correct, then keeps the fastest (LinearConfig::autotune_calls; the tuning database may settle
 // it at once). Every function here is COLLECTIVE over the communicator given at construction.
@@ -68,16 +68,16 @@ struct LinearConfig {
   std::string profile;
   ExecSettings exec;  // executor settings of every Operation
   /// Where the planner's answers are kept (not owned; must outlive the layer's construction);
-  /// null = one cache the layers share in this process. After the fields above, so aggregate
+  /// null = the communicator's (Context::planner_cache). After the fields above, so aggregate
   /// initialisation written before it existed still means what it did.
   PlannerCache* planner_cache = nullptr;
-  /// Calls an auto GEMM spends measuring before it keeps the fastest (AutoOptions::tune_calls):
+  /// Calls an auto GEMM spends measuring before it keeps the fastest (OperationOptions::tune_calls):
   /// < 0 = config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else config::kAutotuneCalls); 0 = off, the planner's
   /// choice is final. Each GEMM is called once per forward or backward, so tuning takes that
   /// many training steps. Appended last, like planner_cache.
   int autotune_calls = -1;
-  /// The tuning database auto GEMMs read and write (AutoOptions::tuning_db); "" =
-  /// auto_tuning_db(): $COFUSE_TUNING_DB, else config::cache_dir() + "/tuning.json".
+  /// The tuning database auto GEMMs read and write (OperationOptions::tuning_db); "" =
+  /// tuning_db_path(): $COFUSE_TUNING_DB, else config::cache_dir() + "/tuning.json".
   std::string tuning_db;
 };
 
@@ -114,7 +114,7 @@ class ColumnParallelLinear {
   /// Whether every auto GEMM has settled (true when none is auto): from the next call on, the
   /// layer runs fixed schedules, so timings taken from here measure the tuned layer.
   bool settled() const;
-  /// One paragraph per auto GEMM (AutoOperation::explain), "" when none is auto.
+  /// One paragraph per auto GEMM (Operation::explain), "" when none is auto.
   std::string explain() const;
 
  private:

@@ -24,11 +24,9 @@
 namespace cofuse {
 
 namespace detail {
-struct CommState;
-class CpuExecutor;
+class OperationBackend;
 }
-
-
+struct TuningReport;  // cofuse/tuning_report.hpp
 
 /// A validated, agreed operation bound to a communicator and a schedule, ready to run many times:
 /// the persistent handle that owns the plan, its MPI datatypes and its progress thread.
@@ -38,7 +36,11 @@ class CpuExecutor;
 /// rank differs, EVERY rank throws the same cofuse::Error naming each differing field and which
 /// ranks hold which value. Then the gate can_run(Backend::cpu_mpi, desc, schedule) checks both
 /// (cofuse/backend.hpp: the same check on every rank, so all throw alike) and this rank's plan
-/// is built. execute() runs without further agreement.
+/// is built. Each execute() then agrees only on whether every rank's buffers are usable (one
+/// small allreduce, below), not on the description again.
+///
+/// An Operation whose schedule is `auto` is made by a Context (cofuse/context.hpp): the same
+/// type, whose first calls measure the planner's candidates until one is kept (tuning()).
 class Operation {
  public:
   /// desc: what to compute; desc.ranks must equal the size of comm.
@@ -51,6 +53,9 @@ class Operation {
   /// Throws cofuse::Error (mismatch, invalid_argument, mpi).
   Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule = serial_schedule(),
             const ExecSettings& settings = {});
+  /// An operation over a backend already built (detail/OperationBackend: how Context makes an
+  /// `auto` operation). desc: what the backend computes. backend: not null.
+  Operation(const OpDesc& desc, std::unique_ptr<detail::OperationBackend> backend);
   ~Operation();
   Operation(Operation&&) noexcept;
   Operation& operator=(Operation&&) noexcept;
@@ -94,19 +99,24 @@ class Operation {
   void poison_workspace();
 
   const OpDesc& desc() const { return desc_; }
+  /// What the next call runs (an `auto` operation's current candidate while it tunes, then the
+  /// schedule it kept).
   const Schedule& schedule() const;
   const ExecSettings& settings() const;
   /// This rank's plan (print it with plan().dump()).
   const Plan& plan() const;
   /// Start and end of every task of the last execute(), indexed like plan().tasks.
   const std::vector<TaskTime>& task_times() const;
+  /// How an `auto` operation chose its schedule (cofuse/tuning_report.hpp: settled or still
+  /// tuning, the candidates and their medians); null when the caller gave the schedule.
+  const TuningReport* tuning() const;
+  /// One paragraph: why this schedule runs ("given by the caller", or the planner's choice and
+  /// how tuning settled it).
+  std::string explain() const;
 
  private:
   OpDesc desc_;
-  RunStats execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check = Status::Ok());
-
-  detail::CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
-  std::unique_ptr<detail::CpuExecutor> executor_;
+  std::unique_ptr<detail::OperationBackend> backend_;
 };
 
 /// One-shot form: Operation(desc, comm, schedule).execute(buffers). Agrees, validates and plans

@@ -37,7 +37,8 @@ struct PlannerOptions {
   SimOptions sim;
   /// A tuning database (`cofuse tune`) consulted before the model: a measured winner for this
   /// machine (the profile's name), ranks, op, layout and shape bucket overrides the prediction.
-  /// Empty: $COFUSE_TUNING_DB, if set. A corrupt or foreign file is ignored with a warning.
+  /// Empty: tuning_db_path() (tuning.hpp: $COFUSE_TUNING_DB, else the cache directory's, which
+  /// online tuning writes). A corrupt or foreign file is ignored with a warning.
   std::string tuning_db;
   bool consult_tuning_db = true;  // false: the model only (what `cofuse tune` ranks candidates by)
   /// The backend the plan must run on; nullopt = the one the profile describes
@@ -46,7 +47,7 @@ struct PlannerOptions {
   std::optional<Backend> backend;
   /// false: leave out the schedules whose communication a progress thread drives
   /// (Schedule::separate_comm_engine), for a process whose MPI was initialised below
-  /// MPI_THREAD_SERIALIZED, where the CPU executor refuses them. AutoOperation sets it from
+  /// MPI_THREAD_SERIALIZED, where the CPU executor refuses them. An auto operation sets it from
   /// MPI_Query_thread.
   bool progress_thread = true;
 };
@@ -128,7 +129,8 @@ class PlannerCache {
   std::map<std::string, PlanChoice> answers_;
 };
 
-/// Seed 001's heuristics as a named baseline planner, implemented as written there:
+/// FiCCO's published heuristics (the design-space paper summarised in shared/seeds/001) as a
+/// named baseline planner, implemented as written there:
 ///   select_schedule(otb, mt): otb·mt < 0.5·ts -> uniform-fused-1d; > 5·ts -> hetero-unfused-1d;
 ///   else hetero-fused-1d; and auto_tune(M, K): M/K > 4 -> 1d fused; < 0.25 -> 2d unfused; else
 ///   1d unfused. The seed leaves otb, mt and ts undefined; here otb = the GEMM's FLOPs per byte
@@ -140,6 +142,6 @@ struct HeuristicChoice {
   std::string name;
   std::string why;
 };
-HeuristicChoice seed_heuristic_schedule(const OpDesc& desc, const MachineProfile& profile);
+HeuristicChoice ficco_heuristic_schedule(const OpDesc& desc, const MachineProfile& profile);
 
 }  // namespace cofuse

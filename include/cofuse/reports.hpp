@@ -35,7 +35,7 @@ struct PlanReport {
 /// desc: the op (validated here: Error(invalid_argument) when it is not valid).
 /// profile_flag: a shipped profile's name or a file; "" = $COFUSE_PROFILE, else "calibrated"
 ///   (the calibration cached on this host for desc.ranks, else config::kUncalibratedProfile).
-/// tuning_db: the tuning database consulted first; "" = auto_tuning_db("").
+/// tuning_db: the tuning database consulted first; "" = tuning_db_path() (tuning.hpp).
 PlanReport plan_report(const OpDesc& desc, std::string_view profile_flag = {}, const std::string& tuning_db = {});
 
 /// The simulator's prediction of one schedule.

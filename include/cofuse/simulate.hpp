@@ -1,4 +1,4 @@
-// The simulator: runs the very plans lower() makes (ARCHITECTURE.md §2, §4) in virtual time,
+// The simulator: runs the very plans lower() makes (docs/architecture.md, docs/simulator.md) in virtual time,
 // on a MachineProfile instead of a machine, and writes the same trace format as a measured run.
 //
 // Model (docs/simulator.md): every rank has a compute engine that runs its compute tasks one at

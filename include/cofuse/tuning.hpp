@@ -1,5 +1,5 @@
 // The tuning database: schedules measured to win on a real machine (`cofuse tune`, or online
-// tuning in an AutoOperation, auto_operation.hpp), which the planner consults before its model.
+// tuning in an `auto` Operation, context.hpp), which the planner consults before its model.
 // A JSON file (schema cofuse.tuning/1, docs/planner.md).
 //
 // Entries are keyed by machine (the profile's name: the profile describes the machine), rank
@@ -33,7 +33,7 @@ struct TuningEntry {
   double winner_ms = 0, serial_ms = 0;
   std::string candidates;       // what was measured, "name=ms; ..."
   /// Which tool measured it: "cofuse tune" (interleaved iterations on random data, every output
-  /// checked) or "online tuning in <who>" (an AutoOperation's first calls on the user's data),
+  /// checked) or "online tuning in <who>" (an auto Operation's first calls on the user's data),
   /// so an explanation can say which kind of measurement outranks the model. Entries written
   /// before the field existed were all cofuse tune's, and read as such.
   std::string measured_by = "cofuse tune";
@@ -74,13 +74,10 @@ class TuningDb {
   std::vector<bool> put_;  // per entry: put() since load, so save writes it
 };
 
-/// The database the planner reads when none is given: $COFUSE_TUNING_DB, or "" (none).
-std::string default_tuning_db();
-
-/// The database online tuning reads and writes (AutoOptions::tuning_db): `given` when not
-/// empty, else $COFUSE_TUNING_DB, else config::cache_dir() + "/tuning.json" (config.hpp), so
-/// that what one process measured, the next on this machine starts from without being told.
-/// A tool that explains `auto` (cofuse plan) consults the same file to say what it would run.
-std::string auto_tuning_db(const std::string& given = "");
+/// The one tuning database rule, for every reader and writer (the planner, online tuning,
+/// `cofuse plan`, the layers, Python): `given` when not empty, else $COFUSE_TUNING_DB, else
+/// config::cache_dir() + "/tuning.json" (config.hpp), so what one process measured, the next
+/// on this machine starts from without being told, and a library call to the planner sees it.
+std::string tuning_db_path(const std::string& given = "");
 
 }  // namespace cofuse

@@ -4,7 +4,9 @@ layers, with schedules you can read, predict and measure. docs/python.md has all
 Every op is COLLECTIVE over its mpi4py communicator: every rank calls it, in the same order.
 A bad argument on any rank raises cofuse.Error on every rank (the failing rank's message,
 prefixed "rank R: "), never a hang; a peer that stalls ends the job at the deadline
-($COFUSE_DEADLINE_S, default 600 s), as in C++.
+($COFUSE_DEADLINE_S, default 600 s), as in C++. What the C++ core warns about (a tuning
+database that could not be written, say) arrives as a cofuse.CofuseWarning; info and debug
+records ($COFUSE_LOG) go to the logging logger "cofuse.<subsystem>".
 """
 import atexit as _atexit
 import json as _json
@@ -18,10 +20,10 @@ from ._arrays import dtype_name as _dtype_name
 from ._arrays import is_tensor as _is_tensor
 from ._arrays import to_buffer as _to_buffer
 from ._arrays import wrap as _wrap
-from ._cofuse import Error
+from ._cofuse import CofuseWarning, Error
 
 __version__ = _cofuse.__version__
-__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Operation", "plan", "simulate", "deadline", "operations", "Error"]
+__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Operation", "plan", "simulate", "deadline", "operations", "Error", "CofuseWarning"]
 
 # Operations still alive when the interpreter exits are destroyed while MPI can still free what
 # they hold: this hook runs before mpi4py finalises MPI.

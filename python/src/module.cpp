@@ -14,6 +14,7 @@
 #include "core/exec_model/times.hpp"
 #include "py_buffers.hpp"
 #include "py_comm.hpp"
+#include "py_log.hpp"
 #include "py_operation.hpp"
 
 namespace pyb = pybind11;
@@ -66,10 +67,14 @@ PYBIND11_MODULE(_cofuse, m) {
     }
   });
 
+  install_log(m);
+
   m.def("call", [](const std::string& op, pyb::handle a, pyb::handle b, pyb::handle comm, const std::string& axis,
                    bool trans_a, bool trans_b, const std::string& schedule, const std::optional<std::string>& profile,
                    pyb::handle out, pyb::handle gathered) {
-    return call_op(request(op, axis, trans_a, trans_b, schedule, profile), a, b, comm, out, gathered);
+    pyb::object result = call_op(request(op, axis, trans_a, trans_b, schedule, profile), a, b, comm, out, gathered);
+    deliver_log();
+    return result;
   });
 
   pyb::class_<OpHandle, std::shared_ptr<OpHandle>>(m, "Operation")
@@ -82,15 +87,21 @@ PYBIND11_MODULE(_cofuse, m) {
         const OpRequest r = request(op, axis, trans_a, trans_b, schedule, profile);
         OpDesc desc;
         const Status parsed = describe(r, m_, n, k, dtype, ranks, desc);
-        pyb::gil_scoped_release unlocked;  // building it is collective (planning, calibrating)
-        CommCache& cache = comm_cache(comm);
-        const std::lock_guard<std::mutex> lock(cache.mutex);
-        auto handle = std::make_shared<OpHandle>(desc, parsed, comm, r);
-        cache.remember(handle);
+        std::shared_ptr<OpHandle> handle;
+        {
+          pyb::gil_scoped_release unlocked;  // building it is collective (planning, calibrating)
+          CommCache& cache = comm_cache(comm);
+          const std::lock_guard<std::mutex> lock(cache.mutex);
+          handle = std::make_shared<OpHandle>(desc, parsed, comm, r);
+          cache.remember(handle);
+        }
+        deliver_log();
         return handle;
       }))
       .def("__call__", [](OpHandle& h, pyb::handle a, pyb::handle b, pyb::handle out, pyb::handle gathered) {
-        return call_handle(h, a, b, out, gathered);
+        pyb::object result = call_handle(h, a, b, out, gathered);
+        deliver_log();
+        return result;
       })
       .def_property_readonly("schedule", &OpHandle::schedule)
       .def_property_readonly("schedule_name", &OpHandle::schedule_name)

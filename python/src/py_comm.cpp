@@ -95,13 +95,6 @@ CommCache& comm_cache(MPI_Comm comm) {
   return *cache.release();
 }
 
-const PlanningProfile& cached_profile(MPI_Comm comm, const std::string& flag) {
-  CommCache& cache = comm_cache(comm);
-  auto it = cache.profiles.find(flag);
-  if (it == cache.profiles.end()) it = cache.profiles.emplace(flag, planning_profile(comm, flag)).first;
-  return it->second;
-}
-
 void CommCache::remember(const std::shared_ptr<OpHandle>& handle) {
   std::erase_if(handles, [](const std::weak_ptr<OpHandle>& h) { return h.expired(); });
   handles.push_back(handle);

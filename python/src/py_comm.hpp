@@ -38,8 +38,6 @@ struct CommCache {
   /// The functional ops' Operations, by the whole call's key (op, sizes, layout, schedule,
   /// profile). Every rank makes the same calls, so every rank's map holds the same keys.
   std::map<std::string, std::shared_ptr<OpHandle>> ops;
-  /// Profiles resolved by planning_profile(), by the profile argument ("" = the rule's default).
-  std::map<std::string, PlanningProfile> profiles;
   /// Every handle built on this communicator (the functional ones and cofuse.Operation's), to
   /// release when the communicator goes.
   std::vector<std::weak_ptr<OpHandle>> handles;
@@ -53,8 +51,6 @@ CommCache& comm_cache(MPI_Comm comm);
 /// The profile for `flag` on `comm`, resolved once (planning_profile: COLLECTIVE the first time
 /// for a flag, and every rank asks for the same flags in the same order). Caller holds the
 /// cache's mutex.
-const PlanningProfile& cached_profile(MPI_Comm comm, const std::string& flag);
-
 /// Releases every handle on every communicator (the package's atexit hook, which runs before
 /// mpi4py finalises MPI): their Operations are destroyed while MPI can still free their types.
 void release_all();

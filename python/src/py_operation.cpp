@@ -28,20 +28,15 @@ Status parse_request(const OpRequest& request, OpDesc& desc) {
   }
   desc.trans_a = request.trans_a;
   desc.trans_b = request.trans_b;
-  if (request.schedule != "auto") {
-    Status error;
-    if (!Schedule::parse(request.schedule, &error)) return error;
-  }
+  Status error;
+  if (!ScheduleChoice::parse(request.schedule, &error)) return error;
   return {};
 }
-
-// The schedule a fixed request names (parse_request accepted it).
-Schedule fixed_schedule(const OpRequest& request) { return *Schedule::parse(request.schedule); }
 
 // The stable text of a request's schedule (canonical form) and profile, which the ranks must
 // agree on beside the description.
 std::string schedule_key(const OpRequest& request) {
-  const std::string schedule = request.schedule == "auto" ? "auto" : fixed_schedule(request).to_string();
+  const std::string schedule = ScheduleChoice::parse(request.schedule)->to_string();  // parse_request accepted it
   return schedule + "|" + (request.profile ? "profile=" + *request.profile : "default-profile");
 }
 
@@ -111,19 +106,19 @@ Status describe_from(const OpRequest& request, const Matrix& a, const Matrix& b,
 
 OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request) : desc_(desc) {
   agree_on_request(comm, "cofuse.Operation", desc, request, parsed);
-  const bool automatic = request.schedule == "auto";
   const std::string flag = request.profile.value_or("");
-  if (automatic) {
-    AutoOptions options;
-    options.who = "the Python package (cofuse." + std::string(to_string(desc.op)) + ")";
-    auto_ = std::make_unique<AutoOperation>(desc, comm, cached_profile(comm, flag), options);
-    predicted_s_ = auto_->model_choice().predicted_s;
+  Context& context = Context::of(comm);
+  OperationOptions options;
+  options.profile = flag;
+  options.who = "the Python package (cofuse." + std::string(to_string(desc.op)) + ")";
+  op_ = std::make_unique<Operation>(context.operation(desc, *ScheduleChoice::parse(request.schedule), options));
+  if (const TuningReport* t = op_->tuning()) {
+    predicted_s_ = t->model_choice.predicted_s;
   } else {
-    const Schedule schedule = fixed_schedule(request);
-    fixed_ = std::make_unique<Operation>(desc, comm, schedule);
-    given_explanation_ = "schedule " + cofuse::schedule_name(schedule) + " given by the caller";
+    const Schedule& schedule = op_->schedule();
+    given_explanation_ = op_->explain();
     if (request.profile) {  // a profile to predict it on: the simulator's makespan
-      const PlanningProfile& planning = cached_profile(comm, flag);
+      const PlanningProfile& planning = context.profile(flag);
       predicted_s_ = simulate(desc, schedule, planning.profile).makespan_s;
       given_explanation_ += "; predicted " + std::to_string(*predicted_s_ * 1e3) + " ms on profile " +
                             planning.profile.name + " (" + planning.source + ")";
@@ -139,11 +134,9 @@ void OpHandle::drop_operations() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {  // nothing of MPI may be touched now: leave the Operations to the process's end
-    (void)fixed_.release();
-    (void)auto_.release();
+    (void)op_.release();
   }
-  fixed_.reset();
-  auto_.reset();
+  op_.reset();
 }
 
 std::unique_lock<std::mutex> OpHandle::lock_running() const {
@@ -170,25 +163,25 @@ void OpHandle::check_usable() const {
 std::string OpHandle::schedule() const {
   const auto lock = lock_running();
   check_usable();
-  return (auto_ ? auto_->schedule() : fixed_->schedule()).to_string();
+  return op_->schedule().to_string();
 }
 
 std::string OpHandle::schedule_name() const {
   const auto lock = lock_running();
   check_usable();
-  return cofuse::schedule_name(auto_ ? auto_->schedule() : fixed_->schedule());
+  return cofuse::schedule_name(op_->schedule());
 }
 
 std::string OpHandle::explain() const {
   const auto lock = lock_running();
   check_usable();
-  return auto_ ? auto_->explain() : given_explanation_;
+  return op_->tuning() ? op_->explain() : given_explanation_;
 }
 
 std::string OpHandle::decided_by() const {
   const auto lock = lock_running();
   check_usable();
-  return auto_ ? to_string(auto_->settled_by()) : "given";
+  return op_->tuning() ? to_string(op_->tuning()->settled_by) : "given";
 }
 
 RunStats OpHandle::last_stats() const {
@@ -222,7 +215,7 @@ void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Ma
   pyb::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> lock(running_);
   check_usable();  // released while this thread waited for the lock
-  last_ = auto_ ? auto_->execute(buffers, problem) : fixed_->execute(buffers, problem);
+  last_ = op_->execute(buffers, problem);
 }
 
 double OpHandle::cxx_seconds_per_call(const Matrix& a, const Matrix& b, const Matrix& out, int calls) {
@@ -232,7 +225,7 @@ double OpHandle::cxx_seconds_per_call(const Matrix& a, const Matrix& b, const Ma
   const std::lock_guard<std::mutex> lock(running_);
   check_usable();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) auto_ ? auto_->execute(buffers) : fixed_->execute(buffers);
+  for (int i = 0; i < calls; ++i) op_->execute(buffers);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / std::max(calls, 1);
 }
 

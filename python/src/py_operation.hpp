@@ -1,5 +1,6 @@
 // One op bound to a communicator, as the Python package runs it: a fixed schedule (an
-// Operation) or `auto` (an AutoOperation that tunes on the calls), with the argument checks
+// schedule or `auto` (an Operation the communicator's Context makes, which tunes on the calls),
+// with the argument checks
 // every call makes and the agreement that turns a problem on one rank into an error on all.
 #pragma once
 
@@ -11,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "cofuse/auto_operation.hpp"
+#include "cofuse/context.hpp"
 #include "cofuse/ops.hpp"
 #include "py_buffers.hpp"
 
@@ -42,7 +43,7 @@ class OpHandle {
   /// agree on it and on the whole request (op, sizes, layout, schedule, profile) first, so a
   /// request one rank cannot read, or ranks asking for different ones, fail every rank alike.
   /// Then the profile (auto, or a fixed schedule with a profile to predict it on) and the
-  /// Operation or AutoOperation. Call it with the GIL released and comm_cache(comm).mutex held.
+  /// Operation (Context::operation). Call it with the GIL released and comm_cache(comm).mutex held.
   OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request);
   ~OpHandle();
 
@@ -66,11 +67,11 @@ class OpHandle {
   std::string schedule_name() const;  // its preset name, or the string form
   std::string explain() const;
   std::optional<double> predicted_s() const { return predicted_s_; }
-  /// How the schedule was decided: "given", or AutoOperation's "tuning", "database", "model",
-  /// "measurement".
+  /// How the schedule was decided: "given", or an auto operation's "tuning", "database", "model",
+  /// "measurement" (TuningReport::settled_by).
   std::string decided_by() const;
   RunStats last_stats() const;
-  bool released() const { return !fixed_ && !auto_; }
+  bool released() const { return !op_; }
 
  private:
   void check_usable() const;
@@ -81,10 +82,9 @@ class OpHandle {
   std::unique_lock<std::mutex> lock_running() const;
 
   OpDesc desc_;
-  std::unique_ptr<Operation> fixed_;
-  std::unique_ptr<AutoOperation> auto_;
+  std::unique_ptr<Operation> op_;
   std::optional<double> predicted_s_;
-  std::string given_explanation_;  // a fixed schedule's explain()
+  std::string given_explanation_;  // a given schedule's explain(), with its prediction
   std::string released_why_;
   RunStats last_;
   // run(), release() and the accessors never overlap: a call settling its schedule replaces the

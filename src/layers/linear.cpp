@@ -1,14 +1,14 @@
 // Column- and row-parallel linear layers: which op serves which GEMM (the table in layers.hpp),
 // the shapes each op is given, and the local GEMMs, bias and bias gradient between them. A GEMM
-// whose schedule is not given is an AutoOperation: it tunes on the layer's own calls.
+// whose schedule is not given is `auto`: it tunes on the layer's own calls.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
-#include "cofuse/auto_operation.hpp"
-#include "cofuse/calibrate.hpp"
+#include "cofuse/backend.hpp"
 #include "cofuse/config.hpp"
+#include "cofuse/context.hpp"
 #include "cofuse/layers.hpp"
 #include "cofuse/planner.hpp"
 #include "core/exec_model/times.hpp"
@@ -33,23 +33,16 @@ namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// The layers' planner cache when the caller gives none: one per process, so every layer of a
-// shape already planned (the next MlpBlock, the next train-step variant) costs a lookup.
-PlannerCache& shared_planner_cache() {
-  static PlannerCache cache;
-  return cache;
-}
-
-// One GEMM that communicates: an Operation when its schedule is given, else an AutoOperation.
+// One GEMM that communicates: an Operation with its given schedule, or an `auto` one (the
+// communicator's Context makes both).
 struct LayerOp {
-  std::unique_ptr<Operation> fixed;
-  std::unique_ptr<AutoOperation> tuned;
+  std::optional<Operation> op;
 
-  RunStats execute(const OpBuffers& buffers) { return fixed ? fixed->execute(buffers) : tuned->execute(buffers); }
+  RunStats execute(const OpBuffers& buffers) { return op->execute(buffers); }
   // What the next call runs.
-  const Schedule& schedule() const { return fixed ? fixed->schedule() : tuned->schedule(); }
-  std::string decided_by() const { return fixed ? "given" : to_string(tuned->settled_by()); }
-  bool settled() const { return fixed || tuned->settled(); }
+  const Schedule& schedule() const { return op->schedule(); }
+  std::string decided_by() const { return op->tuning() ? to_string(op->tuning()->settled_by) : "given"; }
+  bool settled() const { return !op->tuning() || op->tuning()->settled(); }
 };
 
 // What both layer kinds share: the configuration, checked alike on every rank; the planner's
@@ -61,7 +54,6 @@ struct LayerBase {
   int rank = 0, ranks = 1;
   std::size_t elem = 4;
   std::vector<GemmReport> reports;
-  std::optional<PlanningProfile> planning;
   std::vector<std::pair<LayerGemm, const LayerOp*>> ops;  // for settled() and explain()
 
   LayerBase(const LinearConfig& c, MPI_Comm m, const char* layer, bool column) : cfg(c), comm(m), name(layer) {
@@ -78,8 +70,10 @@ struct LayerBase {
     const std::string who = std::string(name) + ": ";
     if (c.tokens < 1 || c.in_features < 1 || c.out_features < 1)
       throw Error(ErrorCode::invalid_argument, who + "tokens, in_features and out_features must be >= 1");
-    if (c.dtype != DType::f32 && c.dtype != DType::f64 && c.dtype != DType::bf16)
-      throw Error(ErrorCode::invalid_argument, who + "the layers run on the CPU executor: dtype f32, f64 or bf16");
+    // The element types are the CPU executor's, as its gate says (one list, in can_run).
+    const OpDesc probe{OpKind::gemm_ar, 1, 1, 1, c.dtype, false, false, Axis::none, 1};
+    if (const Status st = can_run(Backend::cpu_mpi, probe, serial_schedule()); !st.ok())
+      throw Error(ErrorCode::invalid_argument, who + "the layers run on the CPU executor: " + st.message());
     const int64_t split = column ? c.out_features : c.in_features;
     if (split % ranks != 0)
       throw Error(ErrorCode::invalid_argument, who + (column ? "out_features=" : "in_features=") + std::to_string(split) +
@@ -96,25 +90,17 @@ struct LayerBase {
     return g == LayerGemm::fprop ? cfg.fprop : g == LayerGemm::dgrad ? cfg.dgrad : cfg.wgrad;
   }
 
-  // One GEMM's operation: its given schedule, or auto (planned on the layer's profile, resolved
-  // once, then tuned on the layer's calls).
+  // One GEMM's operation: its given schedule, or auto (planned on the communicator's profile,
+  // resolved once per communicator, then tuned on the layer's calls).
   void make(LayerOp& op, LayerGemm g, const OpDesc& d) {
-    if (given(g)) {
-      op.fixed = std::make_unique<Operation>(d, comm, *given(g), cfg.exec);
-    } else {
-      if (!planning) {
-        CalibrateOptions calibrate;
-        calibrate.deadline_s = cfg.exec.deadline_s;
-        planning = planning_profile(comm, cfg.profile, calibrate);  // collective, agreed inside
-      }
-      AutoOptions o;
-      o.tune_calls = cfg.autotune_calls;
-      o.tuning_db = cfg.tuning_db;
-      o.who = std::string(name) + " " + to_string(g);
-      o.exec = cfg.exec;
-      o.planner_cache = cfg.planner_cache ? cfg.planner_cache : &shared_planner_cache();
-      op.tuned = std::make_unique<AutoOperation>(d, comm, *planning, o);
-    }
+    OperationOptions o;
+    o.exec = cfg.exec;
+    o.profile = cfg.profile;
+    o.tune_calls = cfg.autotune_calls;
+    o.tuning_db = cfg.tuning_db;
+    o.who = std::string(name) + " " + to_string(g);
+    o.planner_cache = cfg.planner_cache;
+    op.op.emplace(Context::of(comm).operation(d, given(g) ? ScheduleChoice(*given(g)) : ScheduleChoice::automatic(), o));
     GemmReport& r = reports[static_cast<std::size_t>(g)];
     r.op = to_string(d.op);
     r.schedule = op.schedule().to_string();
@@ -138,9 +124,9 @@ struct LayerBase {
   std::string explain() const {
     std::string text;
     for (const auto& [g, op] : ops)
-      if (op->tuned)
+      if (op->op->tuning())
         text += std::string(text.empty() ? "" : "\n") + name + " " + to_string(g) + " (" +
-                to_string(op->tuned->desc().op) + "): " + op->tuned->explain();
+                to_string(op->op->desc().op) + "): " + op->op->explain();
     return text;
   }
 

@@ -13,9 +13,9 @@ PlanReport plan_report(const OpDesc& desc, std::string_view profile_flag, const 
   r.desc = desc;
   r.planning = planning_profile_offline(desc.ranks, profile_flag);
   PlannerOptions options;
-  options.tuning_db = auto_tuning_db(tuning_db);  // what online tuning and cofuse tune wrote
+  options.tuning_db = tuning_db_path(tuning_db);  // what online tuning and cofuse tune wrote
   r.choice = choose_schedule(desc, r.planning.profile, options);
-  r.heuristic = seed_heuristic_schedule(desc, r.planning.profile);
+  r.heuristic = ficco_heuristic_schedule(desc, r.planning.profile);
   for (const PlanCandidate& k : r.choice.candidates)
     if (k.schedule == r.heuristic.schedule) r.heuristic_s = k.predicted_s;
   return r;

@@ -1,8 +1,9 @@
-// Online tuning (AutoOperation, include/cofuse/auto_operation.hpp) at every rank count the suite
+// Online tuning (an auto Operation made by Context::operation, include/cofuse/context.hpp) at
+// every rank count the suite
 // runs: every call during tuning is checked against the independent reference; every rank ends
 // on one schedule, holding the same medians, even with a rank slowed during tuning or with
 // ranks that read different tuning databases; tuning off settles at once on the planner's
-// choice; a winner written to the database settles the next AutoOperation at once.
+// choice; a winner written to the database settles the next auto Operation at once.
 //
 // The suite runs with COFUSE_AUTOTUNE_CALLS=0 (tests/CMakeLists.txt), so every test here that
 // tunes passes tune_calls itself, and every one writes only to a temporary database.
@@ -20,7 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "cofuse/auto_operation.hpp"
 #include "cofuse/cofuse.hpp"
 #include "measure/op_data.hpp"
 #include "mpi_test_util.hpp"
@@ -42,8 +42,13 @@ OpDesc desc_of(OpKind op, Axis axis, DType dtype, int64_t m, int64_t n, int64_t 
   return d;
 }
 
-AutoOptions tuning(const std::string& db, int calls) {
-  AutoOptions o;
+// An auto operation, as every caller makes one.
+Operation make_auto(const OpDesc& d, const OperationOptions& o) {
+  return Context::of(MPI_COMM_WORLD).operation(d, ScheduleChoice::automatic(), o);
+}
+
+OperationOptions tuning(const std::string& db, int calls) {
+  OperationOptions o;
   o.profile = kProfile;
   o.tune_calls = calls;
   o.tuning_db = db;
@@ -59,10 +64,10 @@ std::string exact(double v) {
 }
 
 // What every rank must hold alike once settled: the schedule, how, and every median.
-std::string verdict(const AutoOperation& op) {
+std::string verdict(const Operation& op) {
   std::ostringstream o;
-  o << op.schedule().to_string() << " by " << to_string(op.settled_by()) << " after " << op.calls() << " calls:";
-  for (const TunedCandidate& c : op.candidates()) o << " " << c.name << "=" << exact(c.median_s) << "/" << c.calls;
+  o << op.schedule().to_string() << " by " << to_string(op.tuning()->settled_by) << " after " << op.tuning()->calls << " calls:";
+  for (const TunedCandidate& c : op.tuning()->candidates) o << " " << c.name << "=" << exact(c.median_s) << "/" << c.calls;
   return o.str();
 }
 
@@ -72,11 +77,11 @@ void expect_same_on_every_rank(const std::string& mine, const std::string& what)
 
 // Runs `calls` calls of op on fresh poisoned outputs and workspace, each checked against the
 // reference: whichever candidate a call runs, its result must be right.
-void run_checked(AutoOperation& op, measure::Inputs& in, const Reference& reference, int calls,
-                 const std::function<void(const AutoOperation&)>& before = {}) {
+void run_checked(Operation& op, measure::Inputs& in, const Reference& reference, int calls,
+                 const std::function<void(const Operation&)>& before = {}) {
   for (int i = 0; i < calls; ++i) {
     in.poison_outputs();
-    op.operation().poison_workspace();
+    op.poison_workspace();
     const std::string running = op.schedule().to_string();
     if (before) before(op);
     op.execute(in.buffers());
@@ -104,27 +109,27 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
     const uint64_t seed = test::run_seed() + 7919 * uint64_t(++n);
     SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
     const int calls = 8;
-    AutoOperation op(d, MPI_COMM_WORLD, tuning(dir.path() + "/tuning.json", calls));
+    Operation op = make_auto(d, tuning(dir.path() + "/tuning.json", calls));
     measure::Inputs in(d, seed, test::world_rank());
     const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
-    if (op.settled()) {
+    if (op.tuning()->settled()) {
       // Only a model with nothing overlapped to offer settles without measuring here.
-      EXPECT_EQ(op.settled_by(), SettledBy::model) << op.explain();
+      EXPECT_EQ(op.tuning()->settled_by, SettledBy::model) << op.explain();
       run_checked(op, in, reference, 2);
       continue;
     }
-    ASSERT_GE(op.candidates().size(), 2u);
-    EXPECT_EQ(op.candidates().front().schedule, serial_schedule());
+    ASSERT_GE(op.tuning()->candidates.size(), 2u);
+    EXPECT_EQ(op.tuning()->candidates.front().schedule, serial_schedule());
     // The calls run the candidates in turn: call i runs candidate i % n.
     std::vector<std::string> ran;
-    run_checked(op, in, reference, calls, [&](const AutoOperation& a) { ran.push_back(a.schedule().to_string()); });
+    run_checked(op, in, reference, calls, [&](const Operation& a) { ran.push_back(a.schedule().to_string()); });
     for (int i = 0; i < calls; ++i)
-      EXPECT_EQ(ran[std::size_t(i)], op.candidates()[std::size_t(i) % op.candidates().size()].schedule.to_string()) << "call " << i;
-    EXPECT_TRUE(op.settled()) << op.explain();
-    EXPECT_EQ(op.settled_by(), SettledBy::measurement);
-    EXPECT_EQ(op.calls(), calls);
+      EXPECT_EQ(ran[std::size_t(i)], op.tuning()->candidates[std::size_t(i) % op.tuning()->candidates.size()].schedule.to_string()) << "call " << i;
+    EXPECT_TRUE(op.tuning()->settled()) << op.explain();
+    EXPECT_EQ(op.tuning()->settled_by, SettledBy::measurement);
+    EXPECT_EQ(op.tuning()->calls, calls);
     int measured = 0;
-    for (const TunedCandidate& t : op.candidates()) {
+    for (const TunedCandidate& t : op.tuning()->candidates) {
       EXPECT_GT(t.median_s, 0) << t.name;
       measured += t.calls;
     }
@@ -158,11 +163,11 @@ TEST(AutoOperation, ALateArrivalIsNotChargedToTheCandidateAndEveryRankSettlesAli
   const test::SharedTempDir dir("cofuse-auto");
   const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 8 * p, 8 * p);
   const int calls = 8;
-  AutoOptions o = tuning(dir.path() + "/tuning.json", calls);
-  AutoOperation op(d, MPI_COMM_WORLD, o);
-  if (op.settled()) GTEST_SKIP() << "the model offers nothing to measure: " << op.explain();
-  ASSERT_GE(op.candidates().size(), 2u);
-  const Schedule late = op.candidates()[1].schedule;
+  OperationOptions o = tuning(dir.path() + "/tuning.json", calls);
+  Operation op = make_auto(d, o);
+  if (op.tuning()->settled()) GTEST_SKIP() << "the model offers nothing to measure: " << op.explain();
+  ASSERT_GE(op.tuning()->candidates.size(), 2u);
+  const Schedule late = op.tuning()->candidates[1].schedule;
   // Long beside what a call takes (small calls of 8-24 ms at 4 ranks on 2 cores), so a charged
   // wait stands out of every run_s; passing does not depend on it.
   constexpr double kSleep = 0.100;
@@ -172,7 +177,7 @@ TEST(AutoOperation, ALateArrivalIsNotChargedToTheCandidateAndEveryRankSettlesAli
   double run_lo = 1e300, run_hi = 0;  // this rank's run_s over the late candidate's calls
   for (int i = 0; i < calls; ++i) {
     in.poison_outputs();
-    op.operation().poison_workspace();
+    op.poison_workspace();
     const bool is_late = op.schedule() == late;
     if (is_late && rank == p - 1) std::this_thread::sleep_for(std::chrono::duration<double>(kSleep));
     double entered = now_s();
@@ -188,13 +193,13 @@ TEST(AutoOperation, ALateArrivalIsNotChargedToTheCandidateAndEveryRankSettlesAli
     run_lo = std::min(run_lo, stats.run_s);
     run_hi = std::max(run_hi, stats.run_s);
   }
-  ASSERT_TRUE(op.settled());
+  ASSERT_TRUE(op.tuning()->settled());
   expect_same_on_every_rank(verdict(op), "the verdict with a late rank");
   MPI_Allreduce(MPI_IN_PLACE, &run_lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &run_hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  ASSERT_GT(op.candidates()[1].calls, 0);
-  EXPECT_GE(op.candidates()[1].median_s, run_lo) << op.explain();
-  EXPECT_LE(op.candidates()[1].median_s, run_hi) << "the late arrival was charged: the candidate's median is longer than "
+  ASSERT_GT(op.tuning()->candidates[1].calls, 0);
+  EXPECT_GE(op.tuning()->candidates[1].median_s, run_lo) << op.explain();
+  EXPECT_LE(op.tuning()->candidates[1].median_s, run_hi) << "the late arrival was charged: the candidate's median is longer than "
                                                  << "any rank's run_s (" << run_hi << " s): " << op.explain();
 }
 
@@ -237,29 +242,29 @@ TEST(AutoOperation, RanksWithDifferentTuningDatabasesTakeRankZerosAnswer) {
   // Every rank's database names a winner, rank 0's another one than the rest.
   write_entry(db, d, rank == 0 ? mine0 : others, "online tuning in rank " + std::to_string(rank));
   {
-    AutoOperation op(d, MPI_COMM_WORLD, tuning(db, 8));
-    EXPECT_TRUE(op.settled());
-    EXPECT_EQ(op.settled_by(), SettledBy::database);
-    EXPECT_TRUE(op.model_choice().measured);
+    Operation op = make_auto(d, tuning(db, 8));
+    EXPECT_TRUE(op.tuning()->settled());
+    EXPECT_EQ(op.tuning()->settled_by, SettledBy::database);
+    EXPECT_TRUE(op.tuning()->model_choice.measured);
     EXPECT_EQ(op.schedule(), mine0) << op.explain();
-    EXPECT_NE(op.model_choice().why.find("Measured on this machine: online tuning in rank 0"), std::string::npos)
-        << op.model_choice().why;
+    EXPECT_NE(op.tuning()->model_choice.why.find("Measured on this machine: online tuning in rank 0"), std::string::npos)
+        << op.tuning()->model_choice.why;
     run_checked(op, in, reference, 1);
   }
   // Rank 0's database is empty, the others' are not: every rank tunes, and settles alike.
   if (rank == 0) std::filesystem::remove(db);
   MPI_Barrier(MPI_COMM_WORLD);
-  AutoOperation op(d, MPI_COMM_WORLD, tuning(db, 6));
-  EXPECT_FALSE(op.model_choice().measured);
-  if (!op.settled()) {
+  Operation op = make_auto(d, tuning(db, 6));
+  EXPECT_FALSE(op.tuning()->model_choice.measured);
+  if (!op.tuning()->settled()) {
     run_checked(op, in, reference, 6);
-    EXPECT_EQ(op.settled_by(), SettledBy::measurement);
+    EXPECT_EQ(op.tuning()->settled_by, SettledBy::measurement);
   }
   expect_same_on_every_rank(verdict(op), "the verdict with different databases");
   // Only rank 0 records; the others' files are as they were.
   const TuningDb after = TuningDb::load(db);
   const std::optional<TuningEntry> entry = after.lookup(d, kProfile);
-  if (rank == 0 && op.settled_by() == SettledBy::measurement) {
+  if (rank == 0 && op.tuning()->settled_by == SettledBy::measurement) {
     ASSERT_TRUE(entry.has_value());
     EXPECT_EQ(entry->schedule, op.schedule());
     EXPECT_EQ(entry->measured_by, "online tuning in test");
@@ -275,26 +280,26 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
   const int p = test::world_size();
   const OpDesc d = desc_of(OpKind::gemm_ar, Axis::none, DType::f64, 4 * p, 6 * p, 8 * p);
   const std::string db = dir.path() + "/tuning.json";
-  AutoOperation op(d, MPI_COMM_WORLD, tuning(db, 0));
-  EXPECT_TRUE(op.settled());
-  EXPECT_EQ(op.settled_by(), SettledBy::model);
-  EXPECT_EQ(op.tune_calls(), 0);
-  EXPECT_TRUE(op.candidates().empty());
+  Operation op = make_auto(d, tuning(db, 0));
+  EXPECT_TRUE(op.tuning()->settled());
+  EXPECT_EQ(op.tuning()->settled_by, SettledBy::model);
+  EXPECT_EQ(op.tuning()->tune_calls, 0);
+  EXPECT_TRUE(op.tuning()->candidates.empty());
   PlannerOptions planner;
   planner.tuning_db = db;
   EXPECT_EQ(op.schedule(), choose_schedule(d, load_profile(kProfile), planner).schedule);
-  EXPECT_EQ(op.model_choice().schedule, op.schedule());
+  EXPECT_EQ(op.tuning()->model_choice.schedule, op.schedule());
   EXPECT_NE(op.explain().find("Online tuning is off"), std::string::npos) << op.explain();
   measure::Inputs in(d, test::run_seed() + 53, test::world_rank());
   const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
   run_checked(op, in, reference, 2);
-  EXPECT_EQ(op.calls(), 2);
+  EXPECT_EQ(op.tuning()->calls, 2);
   EXPECT_FALSE(std::filesystem::exists(db)) << "nothing measured, nothing recorded";
 
   // tune_calls < 0 takes $COFUSE_AUTOTUNE_CALLS (0 in this suite's environment).
-  AutoOptions from_config = tuning(db, -1);
-  AutoOperation configured(d, MPI_COMM_WORLD, from_config);
-  EXPECT_EQ(configured.settled(), config::autotune_calls().value == 0);
+  OperationOptions from_config = tuning(db, -1);
+  Operation configured = make_auto(d, from_config);
+  EXPECT_EQ(configured.tuning()->settled(), config::autotune_calls().value == 0);
 }
 
 // The candidates measured beside serial: the model's best of each way of moving the data (algo,
@@ -304,10 +309,10 @@ TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
   const int p = test::world_size();
   if (p < 2) GTEST_SKIP() << "one rank moves no data";
   const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 64, 16 * p);
-  AutoOptions o = tuning(dir.path() + "/tuning.json", 8);
+  OperationOptions o = tuning(dir.path() + "/tuning.json", 8);
   o.candidates = 3;
-  const AutoOperation op(d, MPI_COMM_WORLD, o);
-  const std::vector<PlanCandidate>& ranked = op.model_choice().candidates;
+  const Operation op = make_auto(d, o);
+  const std::vector<PlanCandidate>& ranked = op.tuning()->model_choice.candidates;
   // What the rule picks, from the planner's ranking: each family's best, then the next best.
   std::set<std::pair<Algo, Topo>> families;
   std::vector<std::string> firsts;
@@ -315,13 +320,13 @@ TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
     if (!(c.schedule == serial_schedule()) && families.insert({c.schedule.algo, c.schedule.topo}).second)
       firsts.push_back(c.schedule.to_string());
   ASSERT_GE(firsts.size(), 3u) << "gemm_rs on " << p << " ranks has collective, ring and direct schedules";
-  ASSERT_EQ(op.candidates().size(), 4u) << op.explain();
-  EXPECT_EQ(op.candidates()[0].schedule, serial_schedule());
+  ASSERT_EQ(op.tuning()->candidates.size(), 4u) << op.explain();
+  EXPECT_EQ(op.tuning()->candidates[0].schedule, serial_schedule());
   std::set<std::string> measured;
-  for (std::size_t i = 1; i < op.candidates().size(); ++i) measured.insert(op.candidates()[i].schedule.to_string());
+  for (std::size_t i = 1; i < op.tuning()->candidates.size(); ++i) measured.insert(op.tuning()->candidates[i].schedule.to_string());
   EXPECT_EQ(measured, std::set<std::string>(firsts.begin(), firsts.begin() + 3)) << op.explain();
-  for (std::size_t i = 2; i < op.candidates().size(); ++i)
-    EXPECT_LE(op.candidates()[i - 1].predicted_s, op.candidates()[i].predicted_s) << "in the model's order";
+  for (std::size_t i = 2; i < op.tuning()->candidates.size(); ++i)
+    EXPECT_LE(op.tuning()->candidates[i - 1].predicted_s, op.tuning()->candidates[i].predicted_s) << "in the model's order";
 }
 
 TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
@@ -334,22 +339,21 @@ TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
 
   // record = false: measured and settled, but nothing written.
   {
-    AutoOptions o = tuning(db, 4);
+    OperationOptions o = tuning(db, 4);
     o.record = false;
-    AutoOperation quiet(d, MPI_COMM_WORLD, o);
-    if (quiet.settled()) GTEST_SKIP() << "the model offers nothing to measure: " << quiet.explain();
+    Operation quiet = make_auto(d, o);
+    if (quiet.tuning()->settled()) GTEST_SKIP() << "the model offers nothing to measure: " << quiet.explain();
     run_checked(quiet, in, reference, 4);
-    EXPECT_TRUE(quiet.settled());
+    EXPECT_TRUE(quiet.tuning()->settled());
     MPI_Barrier(MPI_COMM_WORLD);
     EXPECT_FALSE(std::filesystem::exists(db));
   }
   PlannerCache cache;  // the next question is answered anew: the database changed under the cache
-  AutoOptions o = tuning(db, 4);
+  OperationOptions o = tuning(db, 4);
   o.planner_cache = &cache;
-  AutoOperation first(d, MPI_COMM_WORLD, o);
+  Operation first = make_auto(d, o);
   run_checked(first, in, reference, 4);
-  ASSERT_EQ(first.settled_by(), SettledBy::measurement);
-  EXPECT_EQ(first.warning(), "");
+  ASSERT_EQ(first.tuning()->settled_by, SettledBy::measurement);
   MPI_Barrier(MPI_COMM_WORLD);  // rank 0 wrote the database before its call returned
   const std::optional<TuningEntry> entry = TuningDb::load(db).lookup(d, kProfile);
   ASSERT_TRUE(entry.has_value());
@@ -358,14 +362,45 @@ TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
   EXPECT_EQ(entry->m, d.m);
   EXPECT_NE(entry->candidates.find("serial="), std::string::npos) << entry->candidates;
 
-  AutoOperation next(d, MPI_COMM_WORLD, o);
-  EXPECT_TRUE(next.settled());
-  EXPECT_EQ(next.settled_by(), SettledBy::database);
-  EXPECT_TRUE(next.model_choice().measured);
+  Operation next = make_auto(d, o);
+  EXPECT_TRUE(next.tuning()->settled());
+  EXPECT_EQ(next.tuning()->settled_by, SettledBy::database);
+  EXPECT_TRUE(next.tuning()->model_choice.measured);
   EXPECT_EQ(next.schedule(), first.schedule());
-  EXPECT_EQ(next.calls(), 0);
-  EXPECT_NE(next.model_choice().why.find("online tuning in test"), std::string::npos) << next.model_choice().why;
+  EXPECT_EQ(next.tuning()->calls, 0);
+  EXPECT_NE(next.tuning()->model_choice.why.find("online tuning in test"), std::string::npos) << next.tuning()->model_choice.why;
   run_checked(next, in, reference, 1);
+}
+
+// One machine, one winner: with no database named, online tuning writes the one default
+// (tuning_db_path: the cache directory's), and a library call to the planner with default
+// options answers with that winner, as measured. (cofuse plan and Python: tests/cli/same_winner.sh.)
+TEST(AutoOperation, TheLibraryPlannerSeesTheWinnerOnlineTuningRecorded) {
+  const test::SharedTempDir dir("cofuse-auto");
+  const char* kept_cache = std::getenv("COFUSE_CACHE_DIR");
+  const std::string saved_cache = kept_cache ? kept_cache : "";
+  const char* kept_db = std::getenv("COFUSE_TUNING_DB");
+  const std::string saved_db = kept_db ? kept_db : "";
+  setenv("COFUSE_CACHE_DIR", dir.path().c_str(), 1);
+  unsetenv("COFUSE_TUNING_DB");
+  const int p = test::world_size();
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, 4 * p);
+  measure::Inputs in(d, test::run_seed() + 61, test::world_rank());
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+  Operation op = make_auto(d, tuning("", 4));
+  const bool measures = !op.tuning()->settled();
+  if (measures) {
+    run_checked(op, in, reference, 4);
+    EXPECT_EQ(op.tuning()->settled_by, SettledBy::measurement);
+    EXPECT_EQ(op.tuning()->tuning_db, dir.path() + "/tuning.json");
+    MPI_Barrier(MPI_COMM_WORLD);  // rank 0 wrote the database before its call returned
+    const PlanChoice library = choose_schedule(d, load_profile(kProfile));
+    EXPECT_TRUE(library.measured) << library.why;
+    EXPECT_EQ(library.schedule, op.schedule()) << library.why;
+  }
+  setenv("COFUSE_CACHE_DIR", saved_cache.c_str(), 1);
+  if (kept_db) setenv("COFUSE_TUNING_DB", saved_db.c_str(), 1);
+  if (!measures) GTEST_SKIP() << "the model offers nothing to measure: " << op.explain();
 }
 
 // Who measured an entry: written and read back; a file from before the field (only cofuse

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "core/common/half.hpp"
@@ -259,6 +261,45 @@ TEST(Layers, AutoGemmsTuneOnTheLayersCallsAndEveryCallIsRight) {
         EXPECT_TRUE(g.decided_by == "database" || g.decided_by == "model") << g.decided_by;
       }
   }
+}
+
+// A warning raised inside a layer's online tuning (its database cannot be written) reaches the
+// layer's user through the log (cofuse/log.hpp), on the rank that wrote: rank 0.
+TEST(Layers, AWarningInsideTuningReachesTheLayersUser) {
+  const int p = test::world_size();
+  LinearConfig cfg;
+  cfg.tokens = 16 * p;
+  cfg.in_features = 32 * p;
+  cfg.out_features = 16 * p;
+  cfg.profile = "this-host-shm";
+  cfg.autotune_calls = 4;
+  cfg.tuning_db = "/dev/null/cofuse-layer-tuning.json";  // its parent is a character device
+  std::mutex mutex;
+  std::vector<LogRecord> records;
+  const LogSink previous = set_log_sink([&](const LogRecord& r) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    records.push_back(r);
+  });
+  {
+    RowParallelLinear layer(cfg, MPI_COMM_WORLD);
+    std::vector<float> x(std::size_t(cfg.tokens * cfg.in_features / p), 0.5f), w(std::size_t(cfg.out_features * cfg.in_features / p), 0.25f);
+    std::vector<float> y(std::size_t(cfg.tokens * cfg.out_features)), dy(y.size(), 1.0f), dx(x.size()), dw(w.size());
+    for (int step = 0; step < 8 && !layer.settled(); ++step) {
+      layer.forward(x.data(), w.data(), nullptr, y.data());
+      layer.backward(dy.data(), dx.data(), dw.data(), nullptr);
+    }
+    EXPECT_TRUE(layer.settled()) << layer.explain();
+    bool measured = false;
+    for (const GemmReport& g : layer.report()) measured = measured || g.decided_by == "measurement";
+    set_log_sink(previous);
+    if (!measured) GTEST_SKIP() << "the model offered nothing to measure, so nothing was written: " << layer.explain();
+  }
+  const bool found = std::any_of(records.begin(), records.end(), [](const LogRecord& r) {
+    return r.level == LogLevel::warn && r.subsystem == "tune" &&
+           r.message.find("was not recorded in /dev/null/cofuse-layer-tuning.json") != std::string::npos;
+  });
+  if (test::world_rank() == 0) EXPECT_TRUE(found) << records.size() << " records";
+  else EXPECT_FALSE(found) << "only rank 0 writes the database";
 }
 
 TEST(Layers, BadConfigurationsFailOnEveryRankWithTheSameMessage) {

@@ -20,7 +20,7 @@
 #include "cofuse/config.hpp"
 #include "cofuse/calibrate.hpp"
 #include "cofuse/profile.hpp"
-#include "measure/calibration_cache.hpp"
+#include "tune/calibration_cache.hpp"
 #include "measure/text.hpp"
 #include "measure/timing.hpp"
 

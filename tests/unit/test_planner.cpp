@@ -259,21 +259,21 @@ TEST(Planner, ACacheSharedByThreadsKeepsOneAnswerPerQuestion) {
 TEST(Planner, SeedHeuristicsFollowTheirRules) {
   OpDesc d = layer();
   // auto_tune: M/K = 2 -> 1d unfused; select_schedule on a slow link (small ts) -> hetero-unfused.
-  HeuristicChoice h = seed_heuristic_schedule(d, profile(1000.0, 1.0));
+  HeuristicChoice h = ficco_heuristic_schedule(d, profile(1000.0, 1.0));
   EXPECT_EQ(h.schedule.split, Split::d1);
   EXPECT_EQ(h.schedule.fusion, Fusion::unfused);
   EXPECT_NE(h.why.find("auto_tune: M/K = 2"), std::string::npos) << h.why;
   // M/K > 4 -> 1d fused.
   d.m = 4096;
   d.k = 512;
-  h = seed_heuristic_schedule(d, profile(1.0, 1.0));
+  h = ficco_heuristic_schedule(d, profile(1.0, 1.0));
   EXPECT_EQ(h.schedule.fusion, Fusion::fused);
   EXPECT_EQ(h.schedule.driver, CommDriver::inline_);
   EXPECT_TRUE(h.schedule.validate_for(d).ok());
   // On a GPU backend the seed's fused pick runs unfused with the GPU's engine, and says so.
   MachineProfile gpu = profile(1.0, 1.0);
   gpu.backend = Backend::cuda_nccl;
-  h = seed_heuristic_schedule(d, gpu);
+  h = ficco_heuristic_schedule(d, gpu);
   EXPECT_EQ(h.schedule.fusion, Fusion::unfused);
   EXPECT_EQ(h.schedule.driver, CommDriver::sm);
   EXPECT_TRUE(can_run(Backend::cuda_nccl, d, h.schedule).ok()) << h.schedule.to_string();

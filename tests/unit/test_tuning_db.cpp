@@ -58,7 +58,7 @@ TEST(TuningDb, ConcurrentWritersKeepEveryEntry) {
   for (int w = 0; w < kWriters; ++w) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) {  // a writer: wait for the start, then load, put, save, as AutoOperation records
+    if (pid == 0) {  // a writer: wait for the start, then load, put, save, as online tuning records
       ::close(start[1]);
       char go = 0;
       const bool started = ::read(start[0], &go, 1) == 0;  // EOF: the parent closed its end

@@ -1,5 +1,6 @@
 // `cofuse config`: every entry of the configuration registry (include/cofuse/config.hpp) with
 // its effective value and where that value came from (default, environment, flag). No MPI.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,13 @@ struct Row {
   std::string error;
 };
 
+// What the process actually runs for an entry whose value is a request (auto, a cap), or "".
+std::string in_use(const config::Entry& e) {
+  if (e.name == "cpu_bf16") return build_info().bf16_gemm;
+  if (e.name == "max_vector_level") return build_info().vector_level;
+  return "";
+}
+
 int config_command(const ConfigArgs& args) {
   std::vector<Row> rows;
   for (const config::Entry& e : config::entries()) {
@@ -48,8 +56,7 @@ int config_command(const ConfigArgs& args) {
       if (r.error.empty()) {
         j["value"] = r.value.value;
         j["source"] = config::to_string(r.value.source);
-        if (r.entry->name == "cpu_bf16") j["in_use"] = build_info().bf16_gemm;
-        if (r.entry->name == "max_vector_level") j["in_use"] = build_info().vector_level;
+        if (const std::string used = in_use(*r.entry); !used.empty()) j["in_use"] = used;
       } else {
         j["error"] = r.error;
       }
@@ -57,18 +64,23 @@ int config_command(const ConfigArgs& args) {
     }
     std::cout << out.dump() << "\n";
   } else {
-    std::cout << std::left << std::setw(18) << "setting" << std::setw(25) << "variable" << std::setw(13) << "source"
+    // Columns as wide as their longest entry and two spaces, so long names stay apart.
+    std::size_t name_w = 7, variable_w = 8;
+    for (const Row& r : rows) {
+      name_w = std::max(name_w, r.entry->name.size());
+      variable_w = std::max(variable_w, r.entry->variable.size());
+    }
+    const int nw = int(name_w + 2), vw = int(variable_w + 2), sw = 13;
+    std::cout << std::left << std::setw(nw) << "setting" << std::setw(vw) << "variable" << std::setw(sw) << "source"
               << "value\n";
     for (const Row& r : rows) {
       const std::string variable = r.entry->variable.empty() ? "-" : std::string(r.entry->variable);
-      std::cout << std::setw(18) << r.entry->name << std::setw(25) << variable << std::setw(13)
+      std::cout << std::setw(nw) << r.entry->name << std::setw(vw) << variable << std::setw(sw)
                 << (r.error.empty() ? config::to_string(r.value.source) : "INVALID")
                 << (r.error.empty() ? (r.value.value.empty() ? "(none)" : r.value.value) : r.error) << "\n"
-                << std::setw(18) << "" << r.entry->description << "\n";
-      if (r.error.empty() && r.entry->name == "cpu_bf16")
-        std::cout << std::setw(18) << "" << "in use: " << build_info().bf16_gemm << "\n";
-      if (r.error.empty() && r.entry->name == "max_vector_level")
-        std::cout << std::setw(18) << "" << "in use: " << build_info().vector_level << "\n";
+                << std::setw(nw) << "" << r.entry->description << "\n";
+      if (const std::string used = in_use(*r.entry); r.error.empty() && !used.empty())
+        std::cout << std::setw(nw) << "" << "in use: " << used << "\n";
     }
   }
   for (const Row& r : rows) {

@@ -3,7 +3,7 @@
 // Flow: parse (no MPI) -> MPI_Init_thread -> ranks agree on the run options -> Operation (ranks
 // agree on op and schedule, then validate) -> seeded random inputs -> warm-up -> timed
 // iterations -> reference check -> table or JSON on rank 0 -> optional trace and .npy files.
-// --schedule auto: an AutoOperation instead, called until it settles (measuring the model's
+// --schedule auto: the Context's auto Operation, called until it settles (measuring the model's
 // best candidates beside serial, unless the tuning database or --autotune-calls 0 settles it at
 // once); those calls are warm-up too, and the settled schedule is what is timed.
 // The timing and checking are the measurement library's (measure/bench_measure.hpp), the same
@@ -18,7 +18,7 @@
 #include <sstream>
 #include <vector>
 
-#include "cofuse/auto_operation.hpp"
+#include "cofuse/context.hpp"
 #include "cofuse/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
 #include "commands.hpp"
@@ -188,24 +188,25 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
   return all_passed ? 0 : 1;
 }
 
-// How an AutoOperation settled, in one line for the table.
-std::string settled_line(const AutoOperation& op) {
+// How an auto operation settled, in one line for the table.
+std::string settled_line(const Operation& op) {
+  const TuningReport& t = *op.tuning();
   std::ostringstream o;
   o << std::fixed << std::setprecision(3) << "autotune     ";
-  switch (op.settled_by()) {
+  switch (t.settled_by) {
     case SettledBy::database:
-      o << "from the tuning database " << op.tuning_db() << ": " << op.model_choice().name << ", measured before";
+      o << "from the tuning database " << t.tuning_db << ": " << t.model_choice.name << ", measured before";
       break;
     case SettledBy::model:
-      o << "the model's choice " << op.model_choice().name << ", unmeasured ("
-        << (op.tuning_off() ? "tuning off: --autotune-calls or $COFUSE_AUTOTUNE_CALLS is 0"
-                            : "no overlapped candidate to measure")
+      o << "the model's choice " << t.model_choice.name << ", unmeasured ("
+        << (t.tuning_off ? "tuning off: --autotune-calls or $COFUSE_AUTOTUNE_CALLS is 0"
+                         : "no overlapped candidate to measure")
         << ")";
       break;
     case SettledBy::measurement: {
-      o << "measured over " << op.calls() << " calls (median of each but its first, slowest rank):";
-      for (const TunedCandidate& c : op.candidates()) o << " " << c.name << " " << c.median_s * 1e3 << " ms;";
-      o << " kept " << schedule_name(op.schedule()) << ", recorded in " << op.tuning_db();
+      o << "measured over " << t.calls << " calls (median of each but its first, slowest rank):";
+      for (const TunedCandidate& c : t.candidates) o << " " << c.name << " " << c.median_s * 1e3 << " ms;";
+      o << " kept " << schedule_name(op.schedule()) << ", recorded in " << t.tuning_db;
       break;
     }
     case SettledBy::tuning: o << "still tuning"; break;  // not reached: run calls it until settled
@@ -213,50 +214,45 @@ std::string settled_line(const AutoOperation& op) {
   return o.str();
 }
 
-nlohmann::json autotune_json(const AutoOperation& op) {
+nlohmann::json autotune_json(const Operation& op) {
+  const TuningReport& t = *op.tuning();
   nlohmann::json candidates = nlohmann::json::array();
-  for (const TunedCandidate& c : op.candidates())
+  for (const TunedCandidate& c : t.candidates)
     candidates.push_back({{"schedule", c.schedule.to_string()}, {"name", c.name}, {"calls", c.calls},
                           {"median_ms", c.median_s * 1e3}, {"predicted_ms", c.predicted_s * 1e3}});
-  return {{"profile", op.planning().profile.name}, {"profile_source", op.planning().source},
-          {"model_choice", op.model_choice().schedule.to_string()}, {"model_predicted_ms", op.model_choice().predicted_s * 1e3},
-          {"settled_by", to_string(op.settled_by())}, {"tuning_calls", op.calls()}, {"candidates", candidates},
-          {"tuning_db", op.tuning_db()}, {"explain", op.explain()}};
+  return {{"profile", t.profile}, {"profile_source", t.profile_source},
+          {"model_choice", t.model_choice.schedule.to_string()}, {"model_predicted_ms", t.model_choice.predicted_s * 1e3},
+          {"settled_by", to_string(t.settled_by)}, {"tuning_calls", t.calls}, {"candidates", candidates},
+          {"tuning_db", t.tuning_db}, {"explain", op.explain()}};
 }
 
 int run_single(const RunArgs& args, const OpDesc& d, int rank) {
-  std::unique_ptr<AutoOperation> tuned;
-  std::unique_ptr<Operation> fixed;
   const uint64_t seed = agree_seed(args.seed);
   // Before the inputs are sized: a description whose sizes overflow must fail with its own
   // message (the same on every rank), not an allocation's.
   throw_if_error(d.validate());
   Inputs in(d, seed, rank);
+  OperationOptions o;
+  o.exec = args.settings;
+  o.profile = args.profile;
+  o.tune_calls = args.autotune_calls;
+  o.who = "cofuse run";
+  // With auto, the planner's answer is rank 0's on every rank, so ranks that read other
+  // profiles or databases still run one schedule.
+  Operation operation = Context::of(MPI_COMM_WORLD).operation(d, *ScheduleChoice::parse(args.schedule), o);
   nlohmann::json autotune = nullptr;
-  if (args.schedule == "auto") {
-    // The planner's answer is rank 0's on every rank (AutoOperation), so ranks that read other
-    // profiles or databases still run one schedule.
-    AutoOptions o;
-    o.profile = args.profile;
-    o.tune_calls = args.autotune_calls;
-    o.exec = args.settings;
-    o.who = "cofuse run";
-    tuned = std::make_unique<AutoOperation>(d, MPI_COMM_WORLD, o);
-    const PlanChoice& choice = tuned->model_choice();
+  if (const TuningReport* t = operation.tuning()) {
+    const PlanChoice& choice = t->model_choice;
     if (rank == 0 && !args.json)
       std::cout << std::fixed << std::setprecision(3) << "planner      --schedule auto on " << choice.profile << ": "
                 << choice.name << ", predicted " << choice.predicted_s * 1e3 << " ms (serial " << choice.serial_s * 1e3
                 << " ms); cofuse plan --schedule auto says why\n"
-                << "profile      " << tuned->planning().source << "\n" << std::flush;
+                << "profile      " << t->profile_source << "\n" << std::flush;
     // Tuning calls: on the same inputs, untimed, so they are the warm-up's first calls.
-    while (!tuned->settled()) tuned->execute(in.buffers());
-    if (rank == 0 && !tuned->warning().empty()) std::cerr << tuned->warning() << "\n";
-    if (rank == 0 && !args.json) std::cout << settled_line(*tuned) << "\n" << std::flush;
-    autotune = autotune_json(*tuned);
-  } else {
-    fixed = std::make_unique<Operation>(d, MPI_COMM_WORLD, *Schedule::parse(args.schedule), args.settings);
+    while (!t->settled()) operation.execute(in.buffers());
+    if (rank == 0 && !args.json) std::cout << settled_line(operation) << "\n" << std::flush;
+    autotune = autotune_json(operation);
   }
-  Operation& operation = tuned ? tuned->operation() : *fixed;
   const VariantResult times = measure_operation(operation, in.buffers(), settings_of(args));
   int exit_code = 0;
   std::optional<CheckResult> check;

@@ -5,7 +5,7 @@
 // tokens per second, the per-GEMM breakdown (time, exposed communication, schedule), how much of
 // the per-GEMM gain survived end to end, and each variant's gradients against serial's (exit 1
 // when a variant's differ by more than the tolerance). The planner's GEMMs tune online
-// (AutoOperation): a variant first runs untimed steps until every one has settled, then its
+// (an auto Operation): a variant first runs untimed steps until every one has settled, then its
 // warm-up, then the timed steps, so the timings are the tuned block's; the output says how many
 // steps tuning took.
 #include <mpi.h>

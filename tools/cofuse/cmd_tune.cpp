@@ -23,6 +23,7 @@
 #include "op_options.hpp"
 #include "progress.hpp"
 #include "measure/text.hpp"
+#include "tune/winner.hpp"
 
 namespace cofuse::cli {
 
@@ -33,7 +34,7 @@ struct TuneArgs {
   std::string profile;  // "" = config::profile()'s rule
   std::string db;
   int top = 3, iters = 10, warmup = 2;
-  double margin = 0.03;  // an overlap must beat serial by this much to be recorded as the winner
+  double margin = -1;  // an overlap must beat serial by this much to be recorded; < 0 = config::noise_guard()
   bool quiet = false;
 };
 
@@ -60,6 +61,7 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   model.consult_tuning_db = false;
   model.backend = Backend::cpu_mpi;  // tune measures on the CPU executor, whatever the profile describes
   PlannerCache planner_cache;  // a sweep may list a shape twice
+  const double margin = args.margin < 0 ? config::noise_guard().value : args.margin;
   const uint64_t seed = agree_seed("");
   Progress progress(int(cases.size()), rank != 0 || args.quiet, "tune");
   bool all_passed = true;
@@ -79,33 +81,22 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
     const CaseResult r = measure_case(d, top, seed + i, settings,
                                       [&](double f) { progress.update(int(i), f, d.to_string()); });
     progress.update(int(i) + 1, 0, d.to_string());
-    const VariantResult* winner = &r.serial();
-    std::ostringstream measured;
+    // Serial first, then the overlapped variants that ran; one that failed its check cannot win.
+    std::vector<detail::MeasuredCandidate> measured;
+    measured.push_back({serial_schedule(), r.serial().name, r.serial().total.median, true});
     for (const VariantResult& v : r.variants) {
       all_passed = all_passed && v.check.passed();
-      if (v.kind == "naive") continue;
-      measured << (measured.tellp() > 0 ? "; " : "") << v.name << "=" << std::fixed << std::setprecision(3)
-               << v.total.median * 1e3;
-      if (v.check.passed() && v.total.median < winner->total.median) winner = &v;
+      if (v.kind == "naive" || &v == &r.serial()) continue;
+      measured.push_back({*Schedule::parse(v.schedule), v.name, v.total.median, v.check.passed()});
     }
-    // A measured lead smaller than run-to-run noise is no lead: serial stays the safe answer.
-    if (winner != &r.serial() && winner->total.median > r.serial().total.median * (1 - args.margin)) winner = &r.serial();
+    const std::size_t winner = detail::pick_winner(measured, margin);
     if (rank != 0) continue;
     progress.finish();
-    TuningEntry e = TuningDb::key_of(d, profile.name);
-    e.schedule = *Schedule::parse(winner->schedule);
-    e.m = d.m;
-    e.n = d.n;
-    e.k = d.k;
-    e.measured_at = utc_now();
-    e.revision = build_info().git_revision;
-    e.winner_ms = winner->total.median * 1e3;
-    e.serial_ms = r.serial().total.median * 1e3;
-    e.candidates = measured.str();
+    const TuningEntry e = detail::winner_entry(d, profile.name, measured, winner, "cofuse tune");
     db.put(e);
     std::cout << "\n" << d.to_string() << "\n  measured (ms): " << e.candidates << "\n  model's pick " << plan.name
               << " (predicted " << std::fixed << std::setprecision(3) << plan.predicted_s * 1e3 << " ms); winner "
-              << winner->name << " " << e.winner_ms << " ms, " << std::setprecision(2) << e.serial_ms / e.winner_ms
+              << measured[winner].name << " " << e.winner_ms << " ms, " << std::setprecision(2) << e.serial_ms / e.winner_ms
               << "x over serial\n";
   }
   progress.finish();
@@ -141,9 +132,9 @@ std::function<int()> add_tune_command(CLI::App& app) {
   t->add_option("--iters", args->iters, "Timed iterations of each")->check(CLI::PositiveNumber)->capture_default_str();
   t->add_option("--warmup", args->warmup, "Untimed iterations first")->check(CLI::NonNegativeNumber)->capture_default_str();
   t->add_option("--margin", args->margin,
-                "An overlapped schedule must beat serial by this fraction to be recorded as the winner (noise guard)")
-      ->check(CLI::Range(0.0, 0.9))
-      ->capture_default_str();
+                "An overlapped schedule must beat serial by this fraction to be recorded as the winner (noise guard;\n"
+                "default $COFUSE_NOISE_GUARD, else " + std::to_string(config::kNoiseGuard).substr(0, 4) + ", as online tuning)")
+      ->check(CLI::Range(0.0, 0.9));
   t->add_flag("--quiet", args->quiet, "No progress on stderr");
   return [args] {
     std::vector<BenchCase> cases;

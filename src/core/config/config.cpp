@@ -122,6 +122,53 @@ Setting<std::string> max_vector_level() {
   return {*env, Source::environment};
 }
 
+Setting<double> noise_guard() {
+  const auto env = variable("COFUSE_NOISE_GUARD");
+  if (!env) return {kNoiseGuard, Source::default_value};
+  char* end = nullptr;
+  const double v = std::strtod(env->c_str(), &end);
+  if (end == env->c_str() || *end != '\0' || !(v >= 0 && v < 1))
+    throw bad_value("COFUSE_NOISE_GUARD", *env, "a fraction in [0, 1) (0.03 = 3%)");
+  return {v, Source::environment};
+}
+
+Setting<std::string> ranks_per_host() { return text({}, "COFUSE_RANKS_PER_HOST", ""); }
+
+namespace {
+
+constexpr const char* kLogLevels[] = {"off", "warn", "info", "debug"};
+
+int log_level_of(std::string_view name) {
+  for (int i = 0; i < 4; ++i)
+    if (name == kLogLevels[i]) return i;
+  return -1;
+}
+
+}  // namespace
+
+Setting<LogSetting> log_setting() {
+  const auto env = variable("COFUSE_LOG");
+  if (!env) return {LogSetting{log_level_of(kLog), {}}, Source::default_value};
+  const std::string_view text = *env;
+  const std::size_t colon = text.find(':');
+  LogSetting out;
+  out.level = log_level_of(text.substr(0, colon));
+  bool ok = out.level >= 0;
+  if (ok && colon != std::string_view::npos) {
+    std::string_view rest = text.substr(colon + 1);
+    while (ok) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      ok = !name.empty();
+      out.subsystems.emplace_back(name);
+      if (comma == std::string_view::npos) break;
+      rest = rest.substr(comma + 1);
+    }
+  }
+  if (!ok) throw bad_value("COFUSE_LOG", *env, "off, warn, info or debug, optionally :SUBSYSTEM,... (tune, plan, calibrate, exec)");
+  return {out, Source::environment};
+}
+
 namespace {
 
 // Each entry's effective value as text, for lookup() and `cofuse config`.
@@ -147,6 +194,20 @@ Setting<std::string> max_vector_level_text(std::string_view) {
   const Setting<std::string> s = max_vector_level();
   return {s.value.empty() ? "(the CPU's best)" : s.value, s.source};
 }
+Setting<std::string> noise_guard_text(std::string_view) {
+  const Setting<double> s = noise_guard();
+  return {number_text(s.value), s.source};
+}
+Setting<std::string> ranks_per_host_text(std::string_view) {
+  const Setting<std::string> s = ranks_per_host();
+  return {s.value.empty() ? "(MPI_COMM_TYPE_SHARED finds them)" : s.value, s.source};
+}
+Setting<std::string> log_text(std::string_view) {
+  const Setting<LogSetting> s = log_setting();
+  std::string text = kLogLevels[s.value.level];
+  for (std::size_t i = 0; i < s.value.subsystems.size(); ++i) text += (i ? "," : ":") + s.value.subsystems[i];
+  return {text, s.source};
+}
 Setting<std::string> test_seed_text(std::string_view) {
   const Setting<std::optional<uint64_t>> s = test_seed();
   return {s.value ? std::to_string(*s.value) : "(a fresh seed per run)", s.source};
@@ -164,7 +225,8 @@ const std::vector<Entry>& entries() {
        "deadline of every call (ExecSettings::deadline_s < 0, cofuse run --deadline); past it the job is aborted",
        deadline_text},
       {"tuning_db", "COFUSE_TUNING_DB", "file", "",
-       "tuning database the planner consults first when PlannerOptions::tuning_db / --tuning-db is empty",
+       "tuning database the planner consults first and online tuning writes, when none is named (else "
+       "cache_dir/tuning.json)",
        tuning_db_text},
       {"link", "COFUSE_LINK", "text", std::string(kLinkUndescribed),
        "the link in words, kept in bench, profile and train-step records (--link; bench/netlab sets it)", link_text},
@@ -178,7 +240,7 @@ const std::vector<Entry>& entries() {
        "where calibrations are cached, and the tuning database online tuning writes when none is named",
        cache_dir_text},
       {"autotune_calls", "COFUSE_AUTOTUNE_CALLS", "calls >= 0 (0 = off)", std::to_string(kAutotuneCalls),
-       "calls an AutoOperation (auto in the layers, run, train-step) measures its candidates on before it settles",
+       "calls an auto Operation (the layers, run, train-step, Python) measures its candidates on before it settles",
        autotune_calls_text},
       {"cpu_bf16", "COFUSE_CPU_BF16", "auto, onednn or widened", std::string(kCpuBf16),
        "how the CPU multiplies bf16: auto = oneDNN's matmul where it has one for this CPU, else widened = operands "
@@ -188,6 +250,16 @@ const std::vector<Entry>& entries() {
        "the highest x86-64 level of cofuse's own vector loops (bf16 sums, widening, rounding); lower it to run "
        "what an AVX2-only CPU runs",
        max_vector_level_text},
+      {"noise_guard", "COFUSE_NOISE_GUARD", "fraction in [0, 1)", number_text(kNoiseGuard),
+       "how much faster than serial an overlapped schedule must measure to be kept (online tuning, cofuse tune "
+       "--margin)",
+       noise_guard_text},
+      {"ranks_per_host", "COFUSE_RANKS_PER_HOST", "ranks >= 1 dividing the rank count", "(MPI_COMM_TYPE_SHARED finds them)",
+       "ranks per host for two-level schedules and calibrations, where MPI cannot see the hosts (network namespaces)",
+       ranks_per_host_text},
+      {"log", "COFUSE_LOG", "off|warn|info|debug[:subsystem,...]", std::string(kLog),
+       "what cofuse reports and how much (cofuse/log.hpp): warnings by default; subsystems tune, plan, calibrate, exec",
+       log_text},
       {"test_seed", "COFUSE_TEST_SEED", "unsigned integer", "(a fresh seed per run)",
        "random seed of the MPI tests (tests/mpi), to repeat a failing run", test_seed_text},
   };

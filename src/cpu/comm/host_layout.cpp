@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "cofuse/config.hpp"
 #include "cofuse/status.hpp"
 #include "cpu/comm/mpi_util.hpp"
 
@@ -34,9 +35,10 @@ HostLayout host_layout(MPI_Comm comm) {
   const int size = comm_size(comm), rank = comm_rank(comm);
   // Every rank must read the same override, or each would take its own path into a different
   // collective below: -1 unset, 0 malformed, else the value, agreed before anything else.
-  const char* text = std::getenv("COFUSE_RANKS_PER_HOST");
+  const std::string setting = config::ranks_per_host().value;
+  const char* text = setting.c_str();
   long per = -1;
-  if (text && *text) {
+  if (*text) {
     char* end = nullptr;
     per = std::strtol(text, &end, 10);
     if (*end != '\0' || per < 1 || per > size) per = 0;

@@ -1,4 +1,5 @@
-// Operation: agree across ranks, validate, check buffers, then hand the call to an executor.
+// Operation: agree across ranks, validate, check buffers, then hand the call to an executor
+// (CpuOperation, the backend of a given schedule; an `auto` one is made by the tuning library).
 #include <chrono>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "cpu/compute/gemm.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "cpu/exec/cpu_executor.hpp"
+#include "cpu/exec/cpu_operation.hpp"
 
 namespace cofuse {
 
@@ -71,49 +73,61 @@ void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
   detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
 }
 
-Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
+namespace detail {
+namespace {
+
+// An operation with a given schedule, run by the CPU executor.
+class CpuOperation final : public OperationBackend {
+ public:
+  CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings);
+
+  RunStats execute(const OpBuffers& buffers, const Status& caller_check) override {
+    return execute_with(buffers, false, caller_check);
+  }
+  RunStats execute_compute_only(const OpBuffers& buffers) override;
+  RunStats execute_comm_only(const OpBuffers& buffers) override { return execute_with(buffers, true, Status::Ok()); }
+  void poison_workspace() override;
+  const Plan& plan() const override { return executor_->plan(); }
+  const ExecSettings& settings() const override { return executor_->settings(); }
+  const std::vector<TaskTime>& task_times() const override { return executor_->times(); }
+  std::string explain() const override {
+    return "schedule " + schedule_name(executor_->plan().schedule) + " given by the caller";
+  }
+
+ private:
+  RunStats execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check);
+
+  OpDesc desc_;
+  CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
+  std::unique_ptr<CpuExecutor> executor_;
+};
+
+CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
     : desc_(desc) {
-  detail::CommState& state = detail::comm_state(comm);
+  CommState& state = comm_state(comm);
   {
-    const detail::CallDeadline deadline(state, settings.deadline_s, desc.to_string() + ", agreeing on the operation",
-                                        [] { return std::string("waiting in the agreement (one allreduce)"); });
-    detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
+    const CallDeadline deadline(state, settings.deadline_s, desc.to_string() + ", agreeing on the operation",
+                                [] { return std::string("waiting in the agreement (one allreduce)"); });
+    agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
   }
   throw_if_error(can_run(Backend::cpu_mpi, desc, schedule));
   if (desc.ranks != state.size)
     throw Error(ErrorCode::mismatch, std::string(to_string(desc.op)) + ": the description says ranks=" +
                                          std::to_string(desc.ranks) + " but the communicator has " +
                                          std::to_string(state.size) + " ranks");
-  const Schedule planned = detail::with_machine_hosts(schedule, state.comm);
+  const Schedule planned = with_machine_hosts(schedule, state.comm);
   throw_if_error(can_run(Backend::cpu_mpi, desc, planned));
   // What can_run cannot know: whether this CPU multiplies bf16 at all (oneDNN needs AVX-512).
-  if (const std::string no_bf16 = desc.dtype == DType::bf16 ? detail::bf16_gemm_problem() : ""; !no_bf16.empty())
+  if (const std::string no_bf16 = desc.dtype == DType::bf16 ? bf16_gemm_problem() : ""; !no_bf16.empty())
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc.op)) + ": dtype bf16: " + no_bf16);
   state_ = &state;
-  executor_ = std::make_unique<detail::CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
+  executor_ = std::make_unique<CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
 }
 
-Operation::~Operation() = default;
-Operation::Operation(Operation&&) noexcept = default;
-Operation& Operation::operator=(Operation&&) noexcept = default;
-
-const Schedule& Operation::schedule() const { return executor_->plan().schedule; }
-const ExecSettings& Operation::settings() const { return executor_->settings(); }
-const Plan& Operation::plan() const { return executor_->plan(); }
-const std::vector<TaskTime>& Operation::task_times() const { return executor_->times(); }
-
-RunStats Operation::execute(const OpBuffers& buffers) { return execute_with(buffers, false); }
-
-RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check) {
-  return execute_with(buffers, false, caller_check);
-}
-
-RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return execute_with(buffers, true); }
-
-RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
+RunStats CpuOperation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
   const auto start = std::chrono::steady_clock::now();
   // Armed before the first collective: a dead peer can hang the buffer check too.
-  const detail::CallDeadline deadline(*state_, executor_->settings().deadline_s,
+  const CallDeadline deadline(*state_, executor_->settings().deadline_s,
                                       desc_.to_string() + " schedule " + executor_->plan().schedule.to_string(),
                                       [this] { return executor_->waiting_for(); });
   // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
@@ -122,7 +136,7 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const
   const std::string op = std::string(to_string(desc_.op)) + ": ";
   const std::string on_rank = " on rank " + std::to_string(state_->rank);
   // What is wrong here, without the op's name and rank ("" when nothing).
-  std::string reason = caller_check.ok() ? detail::buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite)
+  std::string reason = caller_check.ok() ? buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite)
                                          : caller_check.message();
   if (!caller_check.ok() || !reason.empty())
     failure = Error(caller_check.ok() ? ErrorCode::invalid_argument : caller_check.code(), op + reason + on_rank);
@@ -138,10 +152,10 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const
   // Every rank learns whether anyone cannot go on; when someone cannot, the (highest) failing
   // rank's reason travels to the others too (one broadcast, on this path only), so every rank's
   // Error says what was wrong, not only where.
-  if (const auto worst = detail::failed_rank(state_->comm, failure ? std::optional(failure->code()) : std::nullopt)) {
-    const std::string why = detail::broadcast_text(state_->comm, reason, worst->rank);
-    if (failure) throw detail::AgreedError(*failure);
-    throw detail::AgreedError(worst->code, op + "rank " + std::to_string(worst->rank) + " passed unusable buffers: " + why);
+  if (const auto worst = failed_rank(state_->comm, failure ? std::optional(failure->code()) : std::nullopt)) {
+    const std::string why = broadcast_text(state_->comm, reason, worst->rank);
+    if (failure) throw AgreedError(*failure);
+    throw AgreedError(worst->code, op + "rank " + std::to_string(worst->rank) + " passed unusable buffers: " + why);
   }
   const auto agreed = std::chrono::steady_clock::now();
   RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
@@ -151,20 +165,56 @@ RunStats Operation::execute_with(const OpBuffers& buffers, bool comm_only, const
   return stats;
 }
 
-RunStats Operation::execute_compute_only(const OpBuffers& buffers) {
-  const std::string problem = detail::buffer_problem(desc_, {&buffers, 1});
+RunStats CpuOperation::execute_compute_only(const OpBuffers& buffers) {
+  const std::string problem = buffer_problem(desc_, {&buffers, 1});
   if (!problem.empty())
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": " + problem);
   void* work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes()));
   return executor_->run_compute_only(buffers, work);
 }
 
-void Operation::poison_workspace() {
+void CpuOperation::poison_workspace() {
   const Plan& plan = executor_->plan();
   char* work = static_cast<char*>(state_->workspace.get(static_cast<std::size_t>(plan.workspace_bytes())));
   fill_nan(desc_.dtype, work, plan.work_elements);
   fill_nan(DType::f32, work + plan.wide_offset_bytes(), plan.wide_elements);
 }
+
+}  // namespace
+
+std::unique_ptr<OperationBackend> make_cpu_operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule,
+                                                     const ExecSettings& settings) {
+  return std::make_unique<CpuOperation>(desc, comm, schedule, settings);
+}
+
+}  // namespace detail
+
+Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
+    : desc_(desc), backend_(detail::make_cpu_operation(desc, comm, schedule, settings)) {}
+
+Operation::Operation(const OpDesc& desc, std::unique_ptr<detail::OperationBackend> backend)
+    : desc_(desc), backend_(std::move(backend)) {
+  if (!backend_) throw Error(ErrorCode::internal, "Operation: no backend");
+}
+
+Operation::~Operation() = default;
+Operation::Operation(Operation&&) noexcept = default;
+Operation& Operation::operator=(Operation&&) noexcept = default;
+
+const Schedule& Operation::schedule() const { return backend_->plan().schedule; }
+const ExecSettings& Operation::settings() const { return backend_->settings(); }
+const Plan& Operation::plan() const { return backend_->plan(); }
+const std::vector<TaskTime>& Operation::task_times() const { return backend_->task_times(); }
+const TuningReport* Operation::tuning() const { return backend_->tuning(); }
+std::string Operation::explain() const { return backend_->explain(); }
+
+RunStats Operation::execute(const OpBuffers& buffers) { return backend_->execute(buffers, Status::Ok()); }
+RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check) {
+  return backend_->execute(buffers, caller_check);
+}
+RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return backend_->execute_comm_only(buffers); }
+RunStats Operation::execute_compute_only(const OpBuffers& buffers) { return backend_->execute_compute_only(buffers); }
+void Operation::poison_workspace() { backend_->poison_workspace(); }
 
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {
   return Operation(desc, comm, schedule).execute(buffers);

@@ -141,7 +141,7 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   throw_if_error(desc.validate());
   throw_if_error(profile.validate());
   const std::string db_path =
-      !options.consult_tuning_db ? std::string() : options.tuning_db.empty() ? default_tuning_db() : options.tuning_db;
+      !options.consult_tuning_db ? std::string() : tuning_db_path(options.tuning_db);
   const std::string key = cache ? cache_key(desc, profile, options, db_path) : std::string();
   if (cache)
     if (std::optional<PlanChoice> answer = cache->find(key)) return std::move(*answer);
@@ -210,7 +210,7 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   return c;
 }
 
-HeuristicChoice seed_heuristic_schedule(const OpDesc& d, const MachineProfile& profile) {
+HeuristicChoice ficco_heuristic_schedule(const OpDesc& d, const MachineProfile& profile) {
   throw_if_error(d.validate());
   const double elem = double(dtype_size(d.dtype)), p = d.ranks;
   const double flops = d.flops() / p;  // per rank

@@ -212,9 +212,7 @@ void TuningDb::save(const std::string& path) const {
   }
 }
 
-std::string default_tuning_db() { return config::tuning_db().value; }
-
-std::string auto_tuning_db(const std::string& given) {
+std::string tuning_db_path(const std::string& given) {
   if (!given.empty()) return given;
   if (std::string db = config::tuning_db().value; !db.empty()) return db;
   return config::cache_dir().value + "/tuning.json";

@@ -26,7 +26,7 @@
 #include "core/common/vector_level.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "measure/bench_record.hpp"
-#include "measure/calibration_cache.hpp"
+#include "tune/calibration_cache.hpp"
 #include "measure/profile_machine.hpp"
 #include "measure/text.hpp"
 

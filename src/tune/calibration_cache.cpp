@@ -1,4 +1,4 @@
-#include "measure/calibration_cache.hpp"
+#include "tune/calibration_cache.hpp"
 
 #include <cmath>
 #include <ctime>

@@ -1,0 +1,54 @@
+// How an `auto` operation chose its schedule: the planner's answer, the candidates its first
+// calls measured, and how it settled (Operation::tuning(), cofuse/ops.hpp). Plain data, the same
+// on every rank.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cofuse/planner.hpp"
+#include "cofuse/schedule.hpp"
+
+namespace cofuse {
+
+/// How an `auto` operation's schedule was decided.
+enum class SettledBy {
+  tuning,       // not yet: still measuring its candidates
+  database,     // the tuning database held a measured winner for this question
+  model,        // the planner's choice, unmeasured: tuning off, or no overlapped candidate
+  measurement,  // measured over tune_calls calls
+};
+/// "tuning", "database", "model" or "measurement".
+const char* to_string(SettledBy s);
+
+/// One candidate's measurement.
+struct TunedCandidate {
+  Schedule schedule;
+  std::string name;        // preset name or the schedule string (PlanCandidate::name)
+  double predicted_s = 0;  // the model's prediction
+  int calls = 0;           // calls it ran (the same on every rank)
+  /// The slowest rank's median of its calls' run_s (seconds) but the first (a warm-up, counted
+  /// only when it is the only one), the same on every rank; set when settled by measurement.
+  double median_s = 0;
+};
+
+struct TuningReport {
+  SettledBy settled_by = SettledBy::tuning;
+  bool settled() const { return settled_by != SettledBy::tuning; }
+  /// The planner's answer (rank 0's schedule, name, measured flag, predictions and reasons on
+  /// every rank; `candidates` is this rank's own ranking, the same where the profiles are).
+  PlanChoice model_choice;
+  std::string profile;         // the profile planned with (its name: the database's machine key)
+  std::string profile_source;  // where it came from (PlanningProfile::source, calibrate.hpp)
+  /// The candidates measured (serial first), with their medians once settled by measurement;
+  /// empty when it settled at once.
+  std::vector<TunedCandidate> candidates;
+  std::size_t winner = 0;   // index into candidates, once settled by measurement
+  int calls = 0;            // calls that returned (tuning calls included)
+  int tune_calls = 0;       // the tuning calls in effect (rank 0's; 0 when it settled at once)
+  bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
+  double noise_guard = 0;   // the lead over serial a winner needed (config::noise_guard)
+  std::string tuning_db;    // the database read and written
+};
+
+}  // namespace cofuse

@@ -1,0 +1,384 @@
+// Online tuning (tune/tuning_operation.hpp). Call i runs candidate i % n (the model's best
+// overlapped schedules and serial, interleaved so that drift hits them all alike), every call a
+// normal execute with a correct result. After the tuning calls the ranks agree on the fastest
+// (each rank's median per candidate, its first call left out as a warm-up, then the slowest
+// rank's: every rank holds the same numbers, so every rank computes the same winner), keep it,
+// and rank 0 writes it to the tuning database with its provenance, so the next process on this
+// machine starts settled.
+//
+//   calls:   0    1    2    3    4    5    6    7  | 8 ...
+//   runs:    S    A    B    C    S    A    B    C  | winner (tune_calls = 8, 3 candidates + serial)
+//                                                 ^ settle: medians, MPI_MAX over ranks, argmin,
+//                                                   noise guard against serial, record
+//
+// It settles at once, measuring nothing, when the planner's answer came from the tuning
+// database (PlanChoice::measured), when tuning is off (tune_calls = 0), or when the model has no
+// overlapped schedule to offer. Ranks whose databases or profile files differ still agree: the
+// planner's answer and the tuning settings are rank 0's.
+#include "tune/tuning_operation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "cofuse/config.hpp"
+#include "cofuse/log.hpp"
+#include "cofuse/tuning.hpp"
+#include "cpu/exec/cpu_operation.hpp"
+#include "cpu/comm/comm_state.hpp"
+#include "cpu/exec/call_deadline.hpp"
+#include "cpu/comm/failure.hpp"
+#include "cpu/comm/mpi_util.hpp"
+#include "measure/text.hpp"
+#include "measure/timing.hpp"
+#include "tune/winner.hpp"
+
+namespace cofuse {
+
+const char* to_string(SettledBy s) {
+  switch (s) {
+    case SettledBy::tuning: return "tuning";
+    case SettledBy::database: return "database";
+    case SettledBy::model: return "model";
+    case SettledBy::measurement: return "measurement";
+  }
+  return "";
+}
+
+namespace {
+
+// The overlapped candidates measured beside serial, in the model's order: its best of each way
+// of moving the data (a library collective, cofuse's ring, direct exchange; flat or two-level)
+// first, then its next best. The model is least sure between those families (a collective's
+// cost under overlap, the slow link's share): on 2 netlab hosts of 2 ranks it ranked three
+// chunked library all-reduces first for gemm_ar 1024^3, predicted 39 ms and measured 90 ms,
+// while the two-level ring below them ran in 40 ms.
+std::vector<const PlanCandidate*> to_measure(const std::vector<PlanCandidate>& ranked, int count) {
+  std::vector<bool> taken(ranked.size(), false);
+  std::set<std::pair<Algo, Topo>> families;
+  int left = count;
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t i = 0; i < ranked.size() && left > 0; ++i) {
+      const Schedule& s = ranked[i].schedule;
+      if (taken[i] || s == serial_schedule()) continue;  // serial is always measured, first
+      if (pass == 0 && !families.insert({s.algo, s.topo}).second) continue;
+      taken[i] = true;
+      --left;
+    }
+  std::vector<const PlanCandidate*> out;
+  for (std::size_t i = 0; i < ranked.size(); ++i)
+    if (taken[i]) out.push_back(&ranked[i]);
+  return out;
+}
+
+// Doubles travel as hexadecimal text: exact, so every rank holds rank 0's very numbers.
+std::string exact(double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%a", v);
+  return text;
+}
+double from_exact(const std::string& text) { return std::strtod(text.c_str(), nullptr); }
+
+// Rank 0's fields on every rank (detail::broadcast_text). Each field is written as
+// "<length>:<bytes>", so any text (a reason with newlines, say) survives.
+std::vector<std::string> broadcast_fields(MPI_Comm comm, int rank, const std::vector<std::string>& fields) {
+  std::string blob;
+  if (rank == 0)
+    for (const std::string& f : fields) blob += std::to_string(f.size()) + ":" + f;
+  blob = detail::broadcast_text(comm, blob);
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < blob.size();) {
+    const std::size_t colon = blob.find(':', at);
+    const std::size_t length = std::stoull(blob.substr(at, colon - at));
+    out.push_back(blob.substr(colon + 1, length));
+    at = colon + 1 + length;
+  }
+  return out;
+}
+
+std::string ms(double seconds) { return measure::fixed(seconds * 1e3, 3) + " ms"; }
+
+// What rank 0 broadcasts: these fields, then three per overlapped candidate (schedule, name,
+// prediction).
+constexpr std::size_t kChoiceFields = 10;
+
+
+// The backend of an `auto` Operation: the candidates' CPU operations, one of which runs a call.
+class TuningOperation final : public detail::OperationBackend {
+ public:
+  TuningOperation(const OpDesc& desc, MPI_Comm user, const PlanningProfile& planning, const OperationOptions& options,
+                  const std::string& tuning_db, PlannerCache* cache);
+
+  RunStats execute(const OpBuffers& buffers, const Status& caller_check) override;
+  RunStats execute_compute_only(const OpBuffers& buffers) override { return ops_[current_]->execute_compute_only(buffers); }
+  RunStats execute_comm_only(const OpBuffers& buffers) override { return ops_[current_]->execute_comm_only(buffers); }
+  void poison_workspace() override { ops_[current_]->poison_workspace(); }
+  const Plan& plan() const override { return ops_[current_]->plan(); }
+  const ExecSettings& settings() const override { return ops_[current_]->settings(); }
+  const std::vector<TaskTime>& task_times() const override { return ops_[current_]->task_times(); }
+  const TuningReport* tuning() const override { return &report_; }
+  std::string explain() const override;
+
+ private:
+  void settle();
+  void record();
+  // A warning from rank 0's tuning: said once, through the log.
+  void warn(const std::string& message) const {
+    if (rank_ == 0 && !message.empty()) log(LogLevel::warn, "tune", message);
+  }
+
+  OpDesc desc_;
+  MPI_Comm comm_ = MPI_COMM_NULL;  // cofuse's duplicate of the caller's communicator
+  int rank_ = 0;
+  std::string who_;
+  double deadline_s_ = -1;  // the calls' (ExecSettings::deadline_s), for its own collectives
+  detail::CommState* state_ = nullptr;  // the communicator's state (its watchdog), owned there
+  bool record_ = true;
+  TuningReport report_;
+  std::vector<std::vector<double>> samples_;  // this rank's run_s per candidate
+  std::vector<std::unique_ptr<detail::OperationBackend>> ops_;  // one per candidate while tuning; then the winner alone
+  std::size_t current_ = 0;                                      // index into ops_ of the next call
+};
+
+}  // namespace
+
+namespace {
+
+TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const PlanningProfile& planning,
+                                 const OperationOptions& options, const std::string& tuning_db, PlannerCache* cache)
+    : desc_(desc) {
+  detail::CommState& state = detail::comm_state(user);
+  comm_ = state.comm;
+  rank_ = state.rank;
+  who_ = options.who.empty() ? "Operation" : options.who;
+  const std::string what = "auto operation (" + desc_.to_string() + ")";
+  deadline_s_ = options.exec.deadline_s;
+  state_ = &state;
+  report_.profile = planning.profile.name;
+  report_.profile_source = planning.source;
+  report_.tuning_db = tuning_db;
+  // Its own collectives (the agreements, rank 0's answer) end the job at the deadline too.
+  const detail::CallDeadline deadline(state, deadline_s_, what + ", planning",
+                                      [] { return std::string("a peer, agreeing on the plan"); });
+  auto elsewhere = [&](int failed) { return what + ": rank " + std::to_string(failed) + " could not plan it"; };
+
+  // Each rank's own reading of its settings and environment first, agreed, so that a rank that
+  // rejects them (a malformed $COFUSE_AUTOTUNE_CALLS, say) fails every rank before anything
+  // collective depends on them.
+  int tune_calls = 0;
+  double noise_guard = 0;
+  detail::run_collectively(comm_, [&] {
+    throw_if_error(desc_.validate());
+    if (desc_.ranks != state.size)
+      throw Error(ErrorCode::mismatch, what + ": the description says ranks=" + std::to_string(desc_.ranks) +
+                                           " but the communicator has " + std::to_string(state.size) + " ranks");
+    if (options.candidates < 0) throw Error(ErrorCode::invalid_argument, what + ": candidates must be >= 0");
+    if (!(options.noise_guard < 1))
+      throw Error(ErrorCode::invalid_argument, what + ": noise_guard must be in [0, 1)");
+    noise_guard = options.noise_guard < 0 ? config::noise_guard().value : options.noise_guard;
+    tune_calls = options.tune_calls < 0 ? config::autotune_calls().value : options.tune_calls;
+  }, elsewhere);
+  PlannerOptions planner = options.planner;
+  planner.tuning_db = tuning_db;
+  // Every candidate runs on the CPU executor, whatever backend the profile describes: a GPU
+  // profile's numbers must still give schedules this executor runs.
+  planner.backend = Backend::cpu_mpi;
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  planner.progress_thread = thread_level >= MPI_THREAD_SERIALIZED;
+  PlanChoice& choice = report_.model_choice;
+  detail::run_collectively(comm_, [&] { choice = choose_schedule(desc_, planning.profile, planner, cache); }, elsewhere);
+
+  // Rank 0's answer and settings everywhere: ranks whose databases, profiles or environments
+  // differ would otherwise build different candidates, or settle at different calls.
+  std::vector<std::string> fields;
+  if (rank_ == 0) {
+    fields = {std::to_string(tune_calls), exact(noise_guard), options.record ? "1" : "0",
+              choice.measured ? "1" : "0", choice.schedule.to_string(), choice.name, exact(choice.predicted_s),
+              exact(choice.serial_s), choice.why, choice.warning};
+    for (const PlanCandidate* c : to_measure(choice.candidates, options.candidates))
+      fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s)});
+  }
+  fields = broadcast_fields(comm_, rank_, fields);
+  tune_calls = std::stoi(fields[0]);
+  report_.noise_guard = from_exact(fields[1]);
+  record_ = fields[2] == "1";
+  choice.measured = fields[3] == "1";
+  choice.schedule = *Schedule::parse(fields[4]);
+  choice.name = fields[5];
+  choice.predicted_s = from_exact(fields[6]);
+  choice.serial_s = from_exact(fields[7]);
+  choice.why = fields[8];
+  choice.warning = fields[9];
+  warn(choice.warning);
+
+  report_.tuning_off = tune_calls == 0;
+  if (choice.measured || tune_calls == 0 || fields.size() == kChoiceFields) {
+    report_.settled_by = choice.measured ? SettledBy::database : SettledBy::model;
+    ops_.push_back(detail::make_cpu_operation(desc_, user, choice.schedule, options.exec));
+    return;
+  }
+  // Serial first (the baseline every winner must beat, and the one measured when calls are
+  // few), then the model's best overlapped schedules, fastest predicted first.
+  std::vector<TunedCandidate>& candidates = report_.candidates;
+  candidates.push_back({serial_schedule(), "serial", choice.serial_s, 0, 0});
+  for (std::size_t i = kChoiceFields; i + 2 < fields.size(); i += 3)
+    candidates.push_back({*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0});
+  if (candidates.size() > static_cast<std::size_t>(tune_calls)) candidates.resize(static_cast<std::size_t>(tune_calls));
+  report_.tune_calls = tune_calls;
+  samples_.assign(candidates.size(), {});
+  for (const TunedCandidate& c : candidates) ops_.push_back(detail::make_cpu_operation(desc_, user, c.schedule, options.exec));
+  report_.settled_by = SettledBy::tuning;
+}
+
+RunStats TuningOperation::execute(const OpBuffers& buffers, const Status& caller_check) {
+  if (!report_.settled() && report_.calls >= report_.tune_calls) settle();  // a settling that threw: again, first
+  RunStats stats;
+  try {
+    stats = ops_[current_]->execute(buffers, caller_check);
+  } catch (const detail::AgreedError&) {
+    // Every rank threw it at this call, so all move on alike: the call counts, its candidate gets
+    // no sample. A candidate that fails every call (its workspace does not fit, say) is thus
+    // left out of the race instead of being retried forever.
+    if (!report_.settled()) {
+      ++report_.calls;
+      if (report_.calls < report_.tune_calls) current_ = static_cast<std::size_t>(report_.calls) % ops_.size();
+    }
+    throw;
+  }
+  ++report_.calls;
+  if (report_.settled()) return stats;
+  samples_[current_].push_back(stats.run_s);  // from the ranks' common start, not this rank's entry
+  ++report_.candidates[current_].calls;
+  if (report_.calls >= report_.tune_calls) settle();
+  else current_ = static_cast<std::size_t>(report_.calls) % ops_.size();
+  return stats;
+}
+
+void TuningOperation::settle() {
+  const detail::CallDeadline deadline(*state_, deadline_s_, "auto operation (" + desc_.to_string() + "), settling",
+                                      [] { return std::string("a peer, agreeing on the fastest candidate"); });
+  // Each rank's median per candidate, then the slowest rank's: the numbers every rank then holds
+  // are identical, so every rank picks the same winner without another message. (A slow rank
+  // makes the others wait inside the same calls, so the slowest rank's time is the one a
+  // caller's step actually pays.)
+  // A candidate's first call is its warm-up and is not counted when it has others: it pays what
+  // later calls do not (the first message on each new path, pages of a workspace that grew; the
+  // very first call of all, whichever candidate it runs, the process's own start-up). On this
+  // host serial's first call of a gemm_rs 8x6x4 at 1 rank took 1.9 ms against 0.009 ms after,
+  // and counted, serial (always the first candidate) lost to everything at 2 calls each.
+  const std::size_t n = ops_.size();
+  std::vector<double> medians(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<double> counted = samples_[i];
+    if (counted.size() > 1) counted.erase(counted.begin());
+    medians[i] = measure::summarize(counted).median;
+  }
+  detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX, comm_),
+                    "MPI_Allreduce");
+  // Candidates without a counted call (every one of theirs failed) are not in the race.
+  std::vector<detail::MeasuredCandidate> measured;
+  for (std::size_t i = 0; i < n; ++i)
+    measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, medians[i], report_.candidates[i].calls > 0});
+  const std::size_t winner = detail::pick_winner(measured, report_.noise_guard);
+
+  // Nothing above changed this object; from here on nothing throws.
+  for (std::size_t i = 0; i < n; ++i) report_.candidates[i].median_s = medians[i];
+  std::unique_ptr<detail::OperationBackend> kept = std::move(ops_[winner]);
+  ops_.clear();
+  ops_.push_back(std::move(kept));
+  current_ = 0;
+  report_.winner = winner;
+  report_.settled_by = SettledBy::measurement;
+  samples_.clear();
+  if (record_ && rank_ == 0) record();
+}
+
+void TuningOperation::record() {
+  const std::string& path = report_.tuning_db;
+  try {
+    // Read first: whether the file was usable (save() merges under the file's lock, so what
+    // other processes write, even between this read and the save, survives).
+    std::string ignored;
+    TuningDb db = TuningDb::load(path, &ignored);
+    std::vector<detail::MeasuredCandidate> measured;
+    for (const TunedCandidate& c : report_.candidates) measured.push_back({c.schedule, c.name, c.median_s, c.calls > 0});
+    db.put(detail::winner_entry(desc_, report_.profile, measured, report_.winner, "online tuning in " + who_));
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    db.save(path);
+    if (!ignored.empty()) warn(ignored + " (replaced by a new one)");
+  } catch (const std::exception& e) {
+    warn("the tuned schedule of " + desc_.to_string() + " was not recorded in " + path + ": " + e.what());
+  }
+}
+
+std::string TuningOperation::explain() const {
+  const PlanChoice& choice = report_.model_choice;
+  const std::vector<TunedCandidate>& candidates = report_.candidates;
+  std::ostringstream o;
+  o << "Profile: " << report_.profile_source << ". ";
+  switch (report_.settled_by) {
+    case SettledBy::database:
+      o << "Settled at once from the tuning database " << report_.tuning_db << ": " << choice.why;
+      break;
+    case SettledBy::model:
+      o << (report_.tuning_off ? "Online tuning is off (tune_calls = 0), so the model's choice is final: "
+                        : "There is no overlapped candidate to measure, so the model's choice is final: ")
+        << choice.name << ", predicted " << ms(choice.predicted_s) << " (serial " << ms(choice.serial_s) << "). "
+        << choice.why;
+      break;
+    case SettledBy::tuning: {
+      o << "The model chose " << choice.name << " (predicted " << ms(choice.predicted_s) << ", serial "
+        << ms(choice.serial_s) << "); tuning: call " << report_.calls << " of " << report_.tune_calls << ", measuring in turn";
+      for (const TunedCandidate& c : candidates) o << " " << c.name << " (" << c.calls << " calls so far)";
+      o << ".";
+      break;
+    }
+    case SettledBy::measurement: {
+      const TunedCandidate& w = candidates[report_.winner];
+      const TunedCandidate& s = candidates[0];
+      o << "The model chose " << choice.name << " (predicted " << ms(choice.predicted_s) << ", serial "
+        << ms(choice.serial_s) << "). Measured over " << report_.tune_calls
+        << " calls, interleaved (median of each candidate's calls but its first, slowest rank):";
+      for (std::size_t i = 0; i < candidates.size(); ++i) {
+        const TunedCandidate& c = candidates[i];
+        o << (i ? ";" : "") << " " << c.name << " " << ms(c.median_s) << " (" << c.calls << " calls, predicted "
+          << ms(c.predicted_s) << ")";
+      }
+      o << ". ";
+      std::size_t fastest = 0;
+      for (std::size_t i = 1; i < candidates.size(); ++i)
+        if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;
+      if (report_.winner != 0)
+        o << w.name << " wins, " << measure::fixed(100 * (1 - w.median_s / s.median_s), 1) << "% faster than serial (the noise guard asks for "
+          << measure::fixed(100 * report_.noise_guard, 1) << "%).";
+      else if (fastest != 0)
+        o << candidates[fastest].name << " was fastest, but not by the " << measure::fixed(100 * report_.noise_guard, 1)
+          << "% noise guard over serial, so serial is kept.";
+      else
+        o << "Serial was fastest, so serial is kept.";
+      break;
+    }
+  }
+  return o.str();
+}
+
+}  // namespace
+
+namespace detail {
+
+std::unique_ptr<OperationBackend> make_tuning_operation(const OpDesc& desc, MPI_Comm comm, const PlanningProfile& planning,
+                                                        const OperationOptions& options, const std::string& tuning_db,
+                                                        PlannerCache* cache) {
+  return std::make_unique<TuningOperation>(desc, comm, planning, options, tuning_db, cache);
+}
+
+}  // namespace detail
+
+}  // namespace cofuse

@@ -1,0 +1,38 @@
+#include "tune/winner.hpp"
+
+#include <iomanip>
+#include <sstream>
+
+#include "cofuse/build_info.hpp"
+#include "measure/text.hpp"
+
+namespace cofuse::detail {
+
+std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double noise_guard) {
+  std::size_t winner = 0;
+  for (std::size_t i = 1; i < measured.size(); ++i)
+    if (measured[i].eligible && measured[i].median_s < measured[winner].median_s) winner = i;
+  if (winner != 0 && !(measured[winner].median_s < measured[0].median_s * (1 - noise_guard))) winner = 0;
+  return winner;
+}
+
+TuningEntry winner_entry(const OpDesc& desc, const std::string& machine, const std::vector<MeasuredCandidate>& measured,
+                         std::size_t winner, const std::string& measured_by) {
+  TuningEntry e = TuningDb::key_of(desc, machine);
+  e.schedule = measured[winner].schedule;
+  e.m = desc.m;
+  e.n = desc.n;
+  e.k = desc.k;
+  e.measured_at = measure::utc_now();
+  e.revision = build_info().git_revision;
+  e.winner_ms = measured[winner].median_s * 1e3;
+  e.serial_ms = measured[0].median_s * 1e3;
+  std::ostringstream list;
+  for (const MeasuredCandidate& c : measured)
+    list << (list.tellp() > 0 ? "; " : "") << c.name << "=" << std::fixed << std::setprecision(3) << c.median_s * 1e3;
+  e.candidates = list.str();
+  e.measured_by = measured_by;
+  return e;
+}
+
+}  // namespace cofuse::detail

@@ -1,0 +1,35 @@
+#pragma once
+// The one winner rule and the one entry writer of tuning, shared by online tuning (an `auto`
+// Operation's first calls) and `cofuse tune` (interleaved iterations on random data).
+#include <string>
+#include <vector>
+
+#include "cofuse/op_desc.hpp"
+#include "cofuse/schedule.hpp"
+#include "cofuse/tuning.hpp"
+
+namespace cofuse::detail {
+
+/// One measured candidate. The first of a list is always serial, the baseline.
+struct MeasuredCandidate {
+  Schedule schedule;
+  std::string name;
+  double median_s = 0;  // the slowest rank's median, the same on every rank
+  /// Whether it may win: it ran (online: at least one counted call) and its output passed the
+  /// check (cofuse tune). Serial is the answer whatever it measured.
+  bool eligible = true;
+};
+
+/// The index of the winner: the eligible candidate with the smallest median, unless it is not
+/// faster than serial (index 0) by noise_guard (a fraction: 0.03 = 3%), when serial is kept.
+/// A lead smaller than run-to-run noise is no lead: serial stays the safe answer. The same
+/// numbers on every rank give the same winner on every rank.
+std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double noise_guard);
+
+/// The database entry recording measured[winner] as the answer for desc on machine (the
+/// profile's name), with its provenance: every candidate's median, the time, the revision.
+/// measured_by: "cofuse tune" or "online tuning in <who>".
+TuningEntry winner_entry(const OpDesc& desc, const std::string& machine, const std::vector<MeasuredCandidate>& measured,
+                         std::size_t winner, const std::string& measured_by);
+
+}  // namespace cofuse::detail
