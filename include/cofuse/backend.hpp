@@ -15,6 +15,8 @@
 //                                                                   piece contiguous (NCCL)
 #pragma once
 
+#include <string>
+
 #include "cofuse/op_desc.hpp"
 #include "cofuse/schedule.hpp"
 #include "cofuse/status.hpp"
@@ -30,6 +32,18 @@ enum class Backend {
 /// Name of a backend, e.g. "cpu_mpi".
 const char* to_string(Backend backend);
 
+/// What this process can do beyond what a backend's code supports: the runtime's part of the
+/// gate. The defaults say "everything", which is what planning offline (no MPI, another
+/// machine) assumes; cpu_capabilities() (ops.hpp) measures this process's.
+struct Capabilities {
+  /// MPI gives threads MPI access (MPI_THREAD_SERIALIZED or more), so a progress thread may
+  /// drive the communication (schedules with a separate communication engine).
+  bool progress_thread = true;
+  int mpi_thread_level = -1;  // what MPI_Query_thread said, for the message (-1: not asked)
+  /// Why this CPU multiplies no bf16 ("" = it does: oneDNN or the widened path).
+  std::string no_bf16;
+};
+
 /// Whether `backend` can run `desc` with `schedule`: ok, or Error(invalid_argument)'s status
 /// naming the rule and what to use instead.
 ///   backend:  the backend that would run the op.
@@ -39,6 +53,13 @@ const char* to_string(Backend backend);
 /// Pure and deterministic: every rank given the same arguments gets the same answer. For
 /// cuda_nccl it lowers every rank's plan to check the pieces NCCL would move.
 Status can_run(Backend backend, const OpDesc& desc, const Schedule& schedule);
+/// The same, and whether this process can run it: `runtime` (Capabilities above) refuses a
+/// progress thread below MPI_THREAD_SERIALIZED and bf16 where the CPU has no bf16 GEMM. The
+/// one place those rules live: the CPU Operation, the planner and the layers ask it.
+Status can_run(Backend backend, const OpDesc& desc, const Schedule& schedule, const Capabilities& runtime);
+/// The runtime's part alone, for a caller that asked can_run(backend, desc, schedule) already
+/// (the planner, for each candidate).
+Status runtime_allows(Backend backend, const OpDesc& desc, const Schedule& schedule, const Capabilities& runtime);
 
 /// Whether some backend can run `desc` with `schedule`: ok when any can_run() is ok, else
 /// can_run(Backend::cpu_mpi, ...)'s answer. For the simulator, which predicts a run on any of

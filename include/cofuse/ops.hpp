@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "cofuse/backend.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/plan.hpp"
 #include "cofuse/run_types.hpp"
@@ -53,9 +54,10 @@ class Operation {
   /// Throws cofuse::Error (mismatch, invalid_argument, mpi).
   Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule = serial_schedule(),
             const ExecSettings& settings = {});
-  /// An operation over a backend already built (detail/OperationBackend: how Context makes an
-  /// `auto` operation). desc: what the backend computes. backend: not null.
-  Operation(const OpDesc& desc, std::unique_ptr<detail::OperationBackend> backend);
+  /// An operation over a backend already built (detail::OperationBackend: how Context makes an
+  /// `auto` operation). desc: what the backend computes. comm: the caller's communicator it
+  /// runs on. backend: not null.
+  Operation(const OpDesc& desc, MPI_Comm comm, std::unique_ptr<detail::OperationBackend> backend);
   ~Operation();
   Operation(Operation&&) noexcept;
   Operation& operator=(Operation&&) noexcept;
@@ -99,6 +101,8 @@ class Operation {
   void poison_workspace();
 
   const OpDesc& desc() const { return desc_; }
+  /// The caller's communicator it runs on (measurements and checks of it reduce over this one).
+  MPI_Comm comm() const { return comm_; }
   /// What the next call runs (an `auto` operation's current candidate while it tunes, then the
   /// schedule it kept).
   const Schedule& schedule() const;
@@ -116,6 +120,7 @@ class Operation {
 
  private:
   OpDesc desc_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
   std::unique_ptr<detail::OperationBackend> backend_;
 };
 
@@ -155,6 +160,12 @@ class DeadlineGuard {
  private:
   MPI_Comm comm_;
 };
+
+/// What this process can run on the CPU executor (backend.hpp's Capabilities): MPI's thread
+/// level (MPI_Query_thread: a progress thread needs MPI_THREAD_SERIALIZED) and whether this CPU
+/// multiplies bf16 (cpu/compute: oneDNN or the widened path). Not collective; needs MPI
+/// initialised. Pass it to can_run to ask what this process, not just the backend, can run.
+Capabilities cpu_capabilities();
 
 /// Collective agreement check alone: throws the same cofuse::Error on every rank when the
 /// ranks' descriptions or schedules differ (named fields, values and ranks). Used by Operation.

@@ -45,11 +45,10 @@ struct PlannerOptions {
   /// (MachineProfile::backend). A caller that runs the choice on a given executor names it
   /// (the CPU executor: Backend::cpu_mpi), so a GPU profile's numbers still give a schedule it runs.
   std::optional<Backend> backend;
-  /// false: leave out the schedules whose communication a progress thread drives
-  /// (Schedule::separate_comm_engine), for a process whose MPI was initialised below
-  /// MPI_THREAD_SERIALIZED, where the CPU executor refuses them. An auto operation sets it from
-  /// MPI_Query_thread.
-  bool progress_thread = true;
+  /// What the process that runs the choice can do (backend.hpp); default: everything. Schedules
+  /// it cannot run (runtime_allows: a progress thread below MPI_THREAD_SERIALIZED) are left out,
+  /// from the model and from the tuning database. An auto operation passes cpu_capabilities().
+  Capabilities runtime;
 };
 
 /// The backend choose_schedule() plans for: options.backend, else profile.backend. The one rule.

@@ -26,21 +26,21 @@ double process_cpu_now() {
          1e-6 * double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
 
-double slowest_rank(double value) {
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+double slowest_rank(MPI_Comm comm, double value) {
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
   return value;
 }
 
 // The slowest rank's total, GEMM and progress-thread time; the communication time of the rank
 // that waited least (the last to arrive waits for nobody, so its time is the communication itself).
-Sample across_ranks(const Sample& s) {
+Sample across_ranks(MPI_Comm comm, const Sample& s) {
   double max[3] = {s.total_s, s.gemm_s, s.progress_cpu_s}, min = s.comm_s;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, max, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &min, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, max, 3, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &min, 1, MPI_DOUBLE, MPI_MIN, comm), "MPI_Allreduce");
   return {max[0], max[1], min, max[2]};
 }
 
-void barrier() { mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void barrier(MPI_Comm comm) { mpi_check(MPI_Barrier(comm), "MPI_Barrier"); }
 
 // One way of running the op and the samples it gave, one per timed iteration.
 struct TimedVariant {
@@ -65,15 +65,15 @@ void warm_up(std::vector<TimedVariant>& timed, int passes, std::size_t first) {
 // The timing loop every measurement shares: iteration i runs every variant once, starting at
 // variant i % n, each call after a barrier (start together, so a late rank's arrival is not
 // counted as work) and under the deadline, which also covers this barrier and the reductions.
-void time_interleaved(std::vector<TimedVariant>& timed, int iters, double deadline_s,
+void time_interleaved(MPI_Comm comm, std::vector<TimedVariant>& timed, int iters, double deadline_s,
                       const std::function<void(int)>& after_iteration) {
   const std::size_t n = timed.size();
   for (int i = 0; i < iters; ++i) {
     for (std::size_t j = 0; j < n; ++j) {
       TimedVariant& t = timed[(std::size_t(i) + j) % n];
-      const DeadlineGuard guard(MPI_COMM_WORLD, deadline_s, "one timed call");
-      barrier();
-      const Sample s = across_ranks(t.run());
+      const DeadlineGuard guard(comm, deadline_s, "one timed call");
+      barrier(comm);
+      const Sample s = across_ranks(comm, t.run());
       t.total.push_back(s.total_s);
       t.gemm.push_back(s.gemm_s);
       t.comm.push_back(s.comm_s);
@@ -98,12 +98,12 @@ VariantResult variant(const char* kind, std::string schedule, std::string name, 
 // Outputs (and a cofuse schedule's workspace) are poisoned first (NaN, which no correct result
 // holds), so a piece the variant fails to write, or accumulates into without clearing, cannot
 // pass on what an earlier variant or call left there.
-CheckResult checked(const std::function<Sample()>& run, Operation* op, Inputs& in, const Reference& reference) {
+CheckResult checked(MPI_Comm comm, const std::function<Sample()>& run, Operation* op, Inputs& in, const Reference& reference) {
   in.poison_outputs();
   if (op) op->poison_workspace();
   run();
   const OpBuffers buffers = in.buffers();
-  return reference.check(buffers.c, buffers.gathered, MPI_COMM_WORLD);
+  return reference.check(buffers.c, buffers.gathered, comm);
 }
 
 int64_t reserved_bytes(const Operation& op) {
@@ -113,15 +113,15 @@ int64_t reserved_bytes(const Operation& op) {
 
 // Rank 0 writes the trace; all ranks learn whether it worked (a failed write is reported, and
 // the sweep goes on).
-std::string trace(const std::string& path, const Operation& op) {
+std::string trace(const std::string& path, const Operation& op) {  // on op.comm()
   bool ok = true;
   try {
-    write_chrome_trace(path, op, MPI_COMM_WORLD);
+    write_chrome_trace(path, op, op.comm());
   } catch (const std::exception& e) {
     std::cerr << "cofuse bench: cannot write trace " << path << ": " << e.what() << "\n";
     ok = false;
   }
-  return ok_everywhere(ok) ? path : "";
+  return ok_everywhere(ok, op.comm()) ? path : "";
 }
 
 }  // namespace
@@ -148,53 +148,56 @@ double CaseResult::best_unfused_comm_s() const {
 }
 
 CheckResult check_fresh_call(Operation& op, Inputs& in, const Reference& reference) {
-  return checked(call_of(op, in.buffers()), &op, in, reference);
+  return checked(op.comm(), call_of(op, in.buffers()), &op, in, reference);
 }
 
 VariantResult measure_operation(Operation& op, const OpBuffers& buffers, const MeasureSettings& settings) {
+  const MPI_Comm comm = op.comm();
   std::vector<TimedVariant> timed{{call_of(op, buffers), {}, {}, {}, {}}};
   warm_up(timed, settings.warmup, 0);
-  time_interleaved(timed, settings.iters, settings.exec.deadline_s, {});
+  time_interleaved(comm, timed, settings.iters, settings.exec.deadline_s, {});
   return variant("", "", "", timed[0]);
 }
 
 void measure_against_serial(const OpDesc& desc, const std::vector<Schedule>& schedules, uint64_t seed,
                             const MeasureSettings& settings, const std::function<void(const AgainstSerial&)>& each) {
-  Inputs in(desc, seed, detail::comm_rank(MPI_COMM_WORLD));
+  const MPI_Comm comm = settings.comm;
+  Inputs in(desc, seed, detail::comm_rank(comm));
   const OpBuffers buffers = in.buffers();
-  const Reference reference(desc, buffers.a, buffers.b, MPI_COMM_WORLD);
-  Operation serial(desc, MPI_COMM_WORLD, serial_schedule(), settings.exec);
+  const Reference reference(desc, buffers.a, buffers.b, comm);
+  Operation serial(desc, comm, serial_schedule(), settings.exec);
   for (const Schedule& s : schedules) {
-    Operation op(desc, MPI_COMM_WORLD, s, settings.exec);
+    Operation op(desc, comm, s, settings.exec);
     // Two variants rotating is serial and the schedule alternating which goes first.
     std::vector<TimedVariant> timed{{call_of(serial, buffers), {}, {}, {}, {}}, {call_of(op, buffers), {}, {}, {}, {}}};
     warm_up(timed, settings.warmup, 0);
-    time_interleaved(timed, settings.iters, settings.exec.deadline_s, {});
+    time_interleaved(comm, timed, settings.iters, settings.exec.deadline_s, {});
     AgainstSerial r{variant("serial", serial.schedule().to_string(), "serial", timed[0]),
                     variant("cofuse", s.to_string(), schedule_name(s), timed[1])};
-    r.schedule.check = checked(timed[1].run, &op, in, reference);
+    r.schedule.check = checked(comm, timed[1].run, &op, in, reference);
     each(r);
   }
 }
 
 CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedules, uint64_t seed,
                         const MeasureSettings& settings, const std::function<void(double)>& progress) {
+  const MPI_Comm comm = settings.comm;
   CaseResult result;
   result.desc = desc;
   result.seed = seed;
-  Inputs in(desc, seed, detail::comm_rank(MPI_COMM_WORLD));
+  Inputs in(desc, seed, detail::comm_rank(comm));
   const OpBuffers buffers = in.buffers();
-  const Reference reference(desc, buffers.a, buffers.b, MPI_COMM_WORLD);
+  const Reference reference(desc, buffers.a, buffers.b, comm);
 
-  Operation serial(desc, MPI_COMM_WORLD, serial_schedule(), settings.exec);
+  Operation serial(desc, comm, serial_schedule(), settings.exec);
   // The honest baseline: unfused too, but moving the data by cofuse's own ring, which over TCP
   // moves fewer bytes than Open MPI's reduce-scatter (docs/benchmarks.md).
-  Operation serial_ring(desc, MPI_COMM_WORLD, serial_ring_schedule(), settings.exec);
+  Operation serial_ring(desc, comm, serial_ring_schedule(), settings.exec);
   std::vector<std::unique_ptr<Operation>> ops;
-  for (const Schedule& s : schedules) ops.push_back(std::make_unique<Operation>(desc, MPI_COMM_WORLD, s, settings.exec));
+  for (const Schedule& s : schedules) ops.push_back(std::make_unique<Operation>(desc, comm, s, settings.exec));
   GemmAlone gemm_alone(desc);
-  CommAlone comm_alone(desc, MPI_COMM_WORLD);
-  NaiveOverlap naive(desc, MPI_COMM_WORLD, settings.naive_chunks);
+  CommAlone comm_alone(desc, comm);
+  NaiveOverlap naive(desc, comm, settings.naive_chunks);
 
   // Every timed thing, in a fixed order: G, M, the ring's M, serial, naive, serial-ring, then
   // the schedules.
@@ -215,7 +218,7 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
 
   // Warm-up. Serial goes first: it fills the gathered operand that GEMM alone multiplies.
   warm_up(timed, std::max(settings.warmup, 1), kSerial);
-  time_interleaved(timed, settings.iters, settings.exec.deadline_s, [&](int i) { progress((i + 1) / steps); });
+  time_interleaved(comm, timed, settings.iters, settings.exec.deadline_s, [&](int i) { progress((i + 1) / steps); });
   result.gemm_alone = summarize(timed[kG].total);
   result.comm_alone = summarize(timed[kM].total);
   result.comm_alone_p2p = summarize(timed[kMring].total);
@@ -226,21 +229,21 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   std::vector<std::vector<double>> pieces(ops.size()), comm_only(ops.size()), comm_cpu(ops.size());
   std::vector<double> whole, whole_comm_cpu;
   for (int i = 0; i < reps; ++i) {
-    barrier();
-    whole.push_back(across_ranks(gemm_alone.run(buffers)).gemm_s);
-    barrier();
+    barrier(comm);
+    whole.push_back(across_ranks(comm, gemm_alone.run(buffers)).gemm_s);
+    barrier(comm);
     double cpu = process_cpu_now();
     comm_alone.run(buffers);
-    whole_comm_cpu.push_back(slowest_rank(process_cpu_now() - cpu));
+    whole_comm_cpu.push_back(slowest_rank(comm, process_cpu_now() - cpu));
     for (std::size_t k = 0; k < ops.size(); ++k) {
-      barrier();
+      barrier(comm);
       const RunStats s = ops[k]->execute_compute_only(buffers);
-      pieces[k].push_back(across_ranks({s.total_s, s.gemm_s, 0, 0}).gemm_s);
-      barrier();
+      pieces[k].push_back(across_ranks(comm, {s.total_s, s.gemm_s, 0, 0}).gemm_s);
+      barrier(comm);
       cpu = process_cpu_now();
       const RunStats c = ops[k]->execute_comm_only(buffers);
-      comm_cpu[k].push_back(slowest_rank(process_cpu_now() - cpu));
-      comm_only[k].push_back(across_ranks({c.total_s, 0, c.comm_s, 0}).total_s);
+      comm_cpu[k].push_back(slowest_rank(comm, process_cpu_now() - cpu));
+      comm_only[k].push_back(across_ranks(comm, {c.total_s, 0, c.comm_s, 0}).total_s);
     }
   }
   result.gemm_alone_dil_s = summarize(whole).median;
@@ -251,14 +254,14 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
   // is also the call the traces show.
   result.variants.push_back(variant("serial", serial.schedule().to_string(), "serial", timed[kSerial]));
   result.variants.back().workspace_bytes = reserved_bytes(serial);
-  result.variants.back().check = checked(timed[kSerial].run, &serial, in, reference);
+  result.variants.back().check = checked(comm, timed[kSerial].run, &serial, in, reference);
   result.variants.push_back(variant("naive", "naive:chunks=" + std::to_string(naive.chunks()),
                                     "naive (" + std::to_string(naive.chunks()) + " pieces)", timed[kNaive]));
   result.variants.back().workspace_bytes = naive.workspace_bytes();
-  result.variants.back().check = checked(timed[kNaive].run, nullptr, in, reference);
+  result.variants.back().check = checked(comm, timed[kNaive].run, nullptr, in, reference);
   result.variants.push_back(variant("unfused", serial_ring.schedule().to_string(), "serial-ring", timed[kSerialRing]));
   result.variants.back().workspace_bytes = reserved_bytes(serial_ring);
-  result.variants.back().check = checked(timed[kSerialRing].run, &serial_ring, in, reference);
+  result.variants.back().check = checked(comm, timed[kSerialRing].run, &serial_ring, in, reference);
   for (std::size_t k = 0; k < ops.size(); ++k) {
     // An unfused schedule asked for by name (serial,algo=direct) is a baseline, not overlap.
     const char* kind = ops[k]->schedule().overlap == Overlap::none ? "unfused" : "cofuse";
@@ -268,7 +271,7 @@ CaseResult measure_case(const OpDesc& desc, const std::vector<Schedule>& schedul
     v.comm_alone_s = summarize(comm_only[k]).median;
     v.comm_alone_cpu_s = summarize(comm_cpu[k]).median;
     v.workspace_bytes = reserved_bytes(*ops[k]);
-    v.check = checked(timed[kSchedules + k].run, ops[k].get(), in, reference);
+    v.check = checked(comm, timed[kSchedules + k].run, ops[k].get(), in, reference);
     result.variants.push_back(std::move(v));
   }
 

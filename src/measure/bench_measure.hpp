@@ -30,6 +30,10 @@ struct MeasureSettings {
   int naive_chunks = 4;
   ExecSettings exec;  // also: exec.deadline_s bounds every timed call with the barrier and reductions around it
   std::string trace_prefix;  // non-empty: write PREFIX-serial.json and PREFIX-best.json traces
+  /// The communicator every variant of measure_case and measure_against_serial runs on (the
+  /// caller's; cofuse duplicates it for its own messages as every Operation does).
+  /// measure_operation and check_fresh_call use the operation's own (Operation::comm).
+  MPI_Comm comm = MPI_COMM_WORLD;
 };
 
 /// One measured way of running the op (serial, naive or a cofuse schedule).

@@ -174,6 +174,18 @@ void write_csv(std::ostream& out, const std::vector<json>& records) {
 
 json summary_ms(const Summary& s) { return {{"median", s.median * 1e3}, {"min", s.min * 1e3}, {"max", s.max * 1e3}}; }
 
+json comm_json(const OpDesc& d, double comm_s) {
+  const CommSize cs = comm_size(d);
+  const double algbw = comm_s > 0 ? cs.bytes / comm_s * 1e-9 : 0;
+  return {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_GBps", algbw},
+          {"busbw_GBps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}};
+}
+
+json check_json(const CheckResult& check) {
+  return {{"rel_error", check.rel_error}, {"tolerance", check.tolerance}, {"worst_rank", check.worst_rank},
+          {"gathered_ok", check.gathered_ok}, {"passed", check.passed()}};
+}
+
 std::string layer_of(const OpDesc& d) {
   switch (d.op) {
     case OpKind::ag_gemm:
@@ -187,9 +199,7 @@ std::string layer_of(const OpDesc& d) {
 
 json case_record(const RecordContext& ctx, const BenchCase& c, int index, const CaseResult& r, const VariantResult& v) {
   const OpDesc& d = r.desc;
-  const CommSize cs = comm_size(d);
   const double G = r.gemm_alone.median, M = r.comm_alone.median, T = v.total.median;
-  const double algbw = M > 0 ? cs.bytes / M * 1e-9 : 0;
   const double Mbest = r.best_unfused_comm_s();
   json metrics = {
       // The honest comparison first: the fastest unfused call (library collective, cofuse's ring,
@@ -240,11 +250,9 @@ json case_record(const RecordContext& ctx, const BenchCase& c, int index, const 
                         {"comm_alone_p2p", summary_ms(r.comm_alone_p2p)}, {"serial_ring", summary_ms(r.serial_ring().total)},
                         {"best_unfused", r.best_unfused().name}}},
       {"metrics", metrics},
-      {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_GBps", algbw},
-                {"busbw_GBps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}}},
+      {"comm", comm_json(d, M)},
       {"workspace_bytes", v.workspace_bytes},
-      {"error", {{"rel_error", v.check.rel_error}, {"tolerance", v.check.tolerance}, {"worst_rank", v.check.worst_rank},
-                 {"gathered_ok", v.check.gathered_ok}, {"passed", v.check.passed()}}},
+      {"error", check_json(v.check)},
       {"trace", v.trace_file.empty() ? json(nullptr) : json(v.trace_file)},
       {"machine", ctx.machine},
       {"versions", ctx.versions},

@@ -58,6 +58,15 @@ nlohmann::json against_serial_json(const OpDesc& d, const AgainstSerial& r, uint
 /// {"median", "min", "max"} in milliseconds.
 nlohmann::ordered_json summary_ms(const Summary& s);
 
+/// The op's collective and its rates, as every timed-op writer spells them (bench records and
+/// `cofuse run --json`): collective, bytes, algbw_GBps and busbw_GBps (nccl-tests conventions,
+/// comm_size) over comm_s seconds of communication alone (<= 0: rates 0), busbw_factor.
+nlohmann::ordered_json comm_json(const OpDesc& d, double comm_s);
+
+/// A reference check's verdict, as every timed-op writer spells it: rel_error, tolerance,
+/// worst_rank, gathered_ok, passed.
+nlohmann::ordered_json check_json(const CheckResult& check);
+
 /// Reads a JSON Lines file of records. Blank lines are skipped. Throws cofuse::Error: io when
 /// the file cannot be read, invalid_argument naming FILE:LINE for a line that is not a JSON
 /// object or not a cofuse bench record.

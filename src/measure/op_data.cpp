@@ -37,8 +37,8 @@ uint64_t agree_seed(const std::string& text) {
   return seed;
 }
 
-bool ok_everywhere(bool ok) {
-  return !detail::failed_rank(MPI_COMM_WORLD, ok ? std::nullopt : std::optional(ErrorCode::io));
+bool ok_everywhere(bool ok, MPI_Comm comm) {
+  return !detail::failed_rank(comm, ok ? std::nullopt : std::optional(ErrorCode::io));
 }
 
 CommSize comm_size(const OpDesc& d) {

@@ -40,11 +40,11 @@ struct Inputs {
 /// when it is empty; rank 0's value is used everywhere.
 uint64_t agree_seed(const std::string& text);
 
-/// Collective over MPI_COMM_WORLD: true on every rank when ok is true on every rank, false on
+/// Collective over comm: true on every rank when ok is true on every rank, false on
 /// every rank otherwise (the agreement of cpu/comm/failure.hpp). For a step only some ranks do
 /// (rank 0 writes a file, say): a rank that is not ok has said why; the others learn it failed.
 /// Throws Error(mpi) when the agreement itself fails.
-bool ok_everywhere(bool ok);
+bool ok_everywhere(bool ok, MPI_Comm comm = MPI_COMM_WORLD);
 
 /// The op's collective over the whole matrix, by nccl-tests conventions: algbw = bytes / time,
 /// where bytes is the whole gathered or reduced matrix; busbw = algbw * factor.

@@ -62,7 +62,7 @@ Operation Context::operation(const OpDesc& desc, const ScheduleChoice& schedule,
   CalibrateOptions calibrate = options.calibrate;
   if (calibrate.deadline_s < 0) calibrate.deadline_s = options.exec.deadline_s;
   const PlanningProfile& planning = profile(options.profile, calibrate);
-  Operation op(desc, detail::make_tuning_operation(desc, comm_, planning, options, tuning_db(options.tuning_db),
+  Operation op(desc, comm_, detail::make_tuning_operation(desc, comm_, planning, options, tuning_db(options.tuning_db),
                                                    options.planner_cache ? options.planner_cache : &planner_cache_));
   if (log_enabled(LogLevel::info, "tune") && detail::comm_rank(comm_) == 0)
     log(LogLevel::info, "tune", desc.to_string() + ": " + op.explain());

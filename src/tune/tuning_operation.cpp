@@ -188,9 +188,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   // Every candidate runs on the CPU executor, whatever backend the profile describes: a GPU
   // profile's numbers must still give schedules this executor runs.
   planner.backend = Backend::cpu_mpi;
-  int thread_level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&thread_level);
-  planner.progress_thread = thread_level >= MPI_THREAD_SERIALIZED;
+  planner.runtime = cpu_capabilities();  // what this process runs: MPI's thread level, bf16
   PlanChoice& choice = report_.model_choice;
   detail::run_collectively(comm_, [&] { choice = choose_schedule(desc_, planning.profile, planner, cache); }, elsewhere);
 

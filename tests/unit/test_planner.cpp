@@ -80,7 +80,7 @@ TEST(Planner, WithoutAProgressThreadNoCandidateNeedsOne) {
   PlannerOptions options;
   options.tuning_db = path;
   EXPECT_TRUE(choose_schedule(d, p, options).measured);
-  options.progress_thread = false;
+  options.runtime.progress_thread = false;
   const PlanChoice c = choose_schedule(d, p, options);
   EXPECT_FALSE(c.measured);
   EXPECT_NE(c.schedule.overlap, Overlap::none);  // overlap still pays: fused schedules remain

@@ -104,13 +104,9 @@ void print_single(const RunArgs& args, const OpDesc& d, const Operation& op, con
                       {"total", nlohmann::json(summary_ms(t))}, {"progress_cpu", nlohmann::json(summary_ms(times.progress_cpu))}}},
         {"timing", "per iteration: gemm and total of the slowest rank, comm of the rank that waited least"},
         {"gemm_gflops_per_rank", gflops},
-        {"comm", {{"collective", cs.collective}, {"bytes", cs.bytes}, {"algbw_gbps", algbw},
-                  {"busbw_gbps", algbw * cs.busbw_factor}, {"busbw_factor", cs.factor_text}}},
+        {"comm", comm_json(d, serial ? m.median : 0)},  // rates only where communication ran alone
         {"compiler", info.compiler}, {"mpi", info.mpi}, {"blas", info.blas},
-        {"check", check ? nlohmann::json{{"rel_error", check->rel_error}, {"tolerance", check->tolerance},
-                                         {"worst_rank", check->worst_rank}, {"gathered_ok", check->gathered_ok},
-                                         {"passed", check->passed()}}
-                        : nlohmann::json(nullptr)},
+        {"error", check ? nlohmann::json(check_json(*check)) : nlohmann::json(nullptr)},  // as in bench records
         {"tuning", autotune}};  // --schedule auto: how it settled (null otherwise)
     std::cout << out.dump() << std::endl;
     return;

@@ -156,6 +156,22 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   return Status::Ok();
 }
 
+Status can_run(Backend backend, const OpDesc& desc, const Schedule& s, const Capabilities& runtime) {
+  if (Status st = can_run(backend, desc, s); !st.ok()) return st;
+  return runtime_allows(backend, desc, s, runtime);
+}
+
+Status runtime_allows(Backend backend, const OpDesc& desc, const Schedule& s, const Capabilities& runtime) {
+  if (!runtime.progress_thread && s.separate_comm_engine())
+    return invalid("schedule " + s.to_string() +
+                   " drives MPI from a progress thread, which needs MPI initialised with MPI_Init_thread(..., "
+                   "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, ...); this process has thread level " +
+                   std::to_string(runtime.mpi_thread_level));
+  if (backend == Backend::cpu_mpi && desc.dtype == DType::bf16 && !runtime.no_bf16.empty())
+    return invalid(std::string(to_string(desc.op)) + ": dtype bf16: " + runtime.no_bf16);
+  return {};
+}
+
 Status can_run_anywhere(const OpDesc& desc, const Schedule& schedule) {
   const Status cpu = can_run(Backend::cpu_mpi, desc, schedule);
   if (cpu.ok()) return cpu;

@@ -26,16 +26,8 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
   threaded_ = rules.separate_comm_driver;
   tiled_ = rules.tiled_gemm;
   blocking_collectives_ = rules.blocking_collectives;
-  if (threaded_) {
-    int level = MPI_THREAD_SINGLE;
-    mpi_check(MPI_Query_thread(&level), "MPI_Query_thread");
-    if (level < MPI_THREAD_SERIALIZED)
-      throw Error(ErrorCode::invalid_argument,
-                  "schedule " + s.to_string() +
-                      " drives MPI from a progress thread, which needs MPI initialised with "
-                      "MPI_Init_thread(..., MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE, ...); this process has "
-                      "thread level " + std::to_string(level));
-  }
+  // Whether MPI allows the progress thread was asked at the gate (can_run with the process's
+  // Capabilities, before the Operation built this executor).
   int tag_ub = 32767, flag = 0;
   int* tag_ub_ptr = nullptr;
   mpi_check(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub_ptr, &flag), "MPI_Comm_get_attr(MPI_TAG_UB)");

@@ -38,7 +38,8 @@ class CpuExecutor {
  public:
   /// comm: cofuse's own communicator (MPI_ERRORS_RETURN). The plan's op and schedule must pass
   /// can_run(Backend::cpu_mpi, ...) (Operation asks first). Throws Error for settings out of
-  /// range, an MPI thread level too low for a progress thread, or a plan MPI or BLAS cannot take.
+  /// range or a plan MPI or BLAS cannot take. The runtime's limits (MPI thread level, bf16) are
+  /// the gate's: can_run(..., cpu_capabilities()).
   CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings);
   ~CpuExecutor();
   CpuExecutor(const CpuExecutor&) = delete;

@@ -116,10 +116,8 @@ CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& sc
                                          std::to_string(desc.ranks) + " but the communicator has " +
                                          std::to_string(state.size) + " ranks");
   const Schedule planned = with_machine_hosts(schedule, state.comm);
-  throw_if_error(can_run(Backend::cpu_mpi, desc, planned));
-  // What can_run cannot know: whether this CPU multiplies bf16 at all (oneDNN needs AVX-512).
-  if (const std::string no_bf16 = desc.dtype == DType::bf16 ? bf16_gemm_problem() : ""; !no_bf16.empty())
-    throw Error(ErrorCode::invalid_argument, std::string(to_string(desc.op)) + ": dtype bf16: " + no_bf16);
+  // With what this process can do: MPI's thread level, a bf16 GEMM on this CPU.
+  throw_if_error(can_run(Backend::cpu_mpi, desc, planned, cpu_capabilities()));
   state_ = &state;
   executor_ = std::make_unique<CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
 }
@@ -190,10 +188,10 @@ std::unique_ptr<OperationBackend> make_cpu_operation(const OpDesc& desc, MPI_Com
 }  // namespace detail
 
 Operation::Operation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
-    : desc_(desc), backend_(detail::make_cpu_operation(desc, comm, schedule, settings)) {}
+    : desc_(desc), comm_(comm), backend_(detail::make_cpu_operation(desc, comm, schedule, settings)) {}
 
-Operation::Operation(const OpDesc& desc, std::unique_ptr<detail::OperationBackend> backend)
-    : desc_(desc), backend_(std::move(backend)) {
+Operation::Operation(const OpDesc& desc, MPI_Comm comm, std::unique_ptr<detail::OperationBackend> backend)
+    : desc_(desc), comm_(comm), backend_(std::move(backend)) {
   if (!backend_) throw Error(ErrorCode::internal, "Operation: no backend");
 }
 
@@ -218,6 +216,16 @@ void Operation::poison_workspace() { backend_->poison_workspace(); }
 
 RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const Schedule& schedule) {
   return Operation(desc, comm, schedule).execute(buffers);
+}
+
+Capabilities cpu_capabilities() {
+  Capabilities c;
+  int level = MPI_THREAD_SINGLE;
+  detail::mpi_check(MPI_Query_thread(&level), "MPI_Query_thread");
+  c.mpi_thread_level = level;
+  c.progress_thread = level >= MPI_THREAD_SERIALIZED;
+  c.no_bf16 = detail::bf16_gemm_problem();
+  return c;
 }
 
 DeadlineGuard::DeadlineGuard(MPI_Comm comm, double seconds, const std::string& what) : comm_(comm) {

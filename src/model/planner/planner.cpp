@@ -44,7 +44,7 @@ std::string percent(double fraction) {
 std::string cache_key(const OpDesc& d, const MachineProfile& p, const PlannerOptions& o, const std::string& db) {
   std::ostringstream key;
   key << d.to_string() << "|" << to_json(p) << "|" << to_string(planning_backend(p, o)) << "|" << o.margin << "|"
-      << o.sim.tile_rows << "|" << o.sim.poll_us << "|" << o.progress_thread << "|" << db;
+      << o.sim.tile_rows << "|" << o.sim.poll_us << "|" << o.runtime.progress_thread << "|" << o.runtime.no_bf16 << "|" << db;
   // A database that `cofuse tune` rewrote is a new question.
   std::error_code ec;
   if (!db.empty()) key << "@" << std::filesystem::last_write_time(db, ec).time_since_epoch().count();
@@ -153,7 +153,8 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   const SimResult serial = simulate(desc, serial_schedule(), profile, options.sim);
   for (const Schedule& s :
        candidate_schedules(desc, c.backend, options.chunk_counts, profile.ranks_per_host(desc.ranks))) {
-    if (!options.progress_thread && s.separate_comm_engine()) continue;
+    // Serial stays: where the runtime refuses even it (no bf16 GEMM), building it says why.
+    if (s != serial_schedule() && !runtime_allows(c.backend, desc, s, options.runtime).ok()) continue;
     const SimResult r = simulate(desc, s, profile, options.sim, serial);
     const Plan& plan = r.plans.front();
     c.candidates.push_back({s, name_of(s), r.makespan_s, r.losses,
@@ -180,15 +181,14 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   c.predicted_s = worth_it ? best.predicted_s : c.serial_s;
   const Status serial_runs = can_run(c.backend, desc, serial_schedule());
   c.why = explain(desc, profile, c, options, serial_runs.ok() ? std::string() : serial_runs.message());
-  if (!options.progress_thread)
+  if (!options.runtime.progress_thread)
     c.why += " Left out: the schedules a progress thread drives, since MPI was initialised below "
              "MPI_THREAD_SERIALIZED here.";
   if (!db_path.empty()) {
     const TuningDb db = TuningDb::load(db_path, &c.warning);
     const auto entry = db.lookup(desc, profile.name);
     // A winner measured on another backend (cofuse tune runs the CPU executor) is not an answer here.
-    if (entry && can_run(c.backend, desc, entry->schedule).ok() &&
-        (options.progress_thread || !entry->schedule.separate_comm_engine())) {
+    if (entry && can_run(c.backend, desc, entry->schedule, options.runtime).ok()) {
       double predicted = 0;
       for (const PlanCandidate& k : c.candidates)
         if (k.schedule == entry->schedule) predicted = k.predicted_s;
