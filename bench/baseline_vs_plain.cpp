@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
+#include "cofuse/tools/random.hpp"
 
 namespace {
 

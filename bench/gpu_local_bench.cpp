@@ -27,7 +27,7 @@
 
 #include "cofuse/backend.hpp"
 #include "cofuse/cuda.hpp"
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 #include "core/common/half.hpp"
 #include "core/exec_model/times.hpp"
 

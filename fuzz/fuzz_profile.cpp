@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/cofuse-fuzz-tuning-" + std::to_string(getpid()) + ".json";

@@ -23,7 +23,7 @@ namespace cofuse::config {
 
 /// The machine profile the planner predicts with when no flag or $COFUSE_PROFILE names one.
 /// "calibrated": measured on the communicator the op runs on, at first use, and cached
-/// (cofuse/calibrate.hpp), so `--schedule auto` plans for the link and the cores it is about to
+/// (cofuse/model/calibrate.hpp), so `--schedule auto` plans for the link and the cores it is about to
 /// use whatever they are; a shaped link planned as shared memory silently chose serial.
 /// Without a communicator (`cofuse plan`, `cofuse sim`) it is the calibration cached on this
 /// host for that rank count, else kUncalibratedProfile, and the explanation says which.

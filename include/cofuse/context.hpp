@@ -7,7 +7,7 @@
 //   - the resolved machine profiles (by the name asked for: a calibration is looked up, or
 //     measured, once per communicator and name);
 //   - the planner's answers (a PlannerCache), shared by every operation made here;
-//   - the tuning database, resolved once by the one rule (tuning_db_path, cofuse/tuning.hpp).
+//   - the tuning database, resolved once by the one rule (tuning_db_path, cofuse/model/tuning.hpp).
 // The CLI, the layers and the Python package all make their operations here, so a library
 // planner call, a command and a Python call on one machine see one profile and one winner.
 //
@@ -22,10 +22,10 @@
 #include <string>
 #include <string_view>
 
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 #include "cofuse/run_types.hpp"
 #include "cofuse/schedule.hpp"
 #include "cofuse/status.hpp"
@@ -70,7 +70,7 @@ struct OperationOptions {
   /// ($COFUSE_NOISE_GUARD, else 3%), the rule `cofuse tune` applies too.
   double noise_guard = -1;
   /// The tuning database, read (a measured winner there settles at once) and written (rank 0,
-  /// merged under a lock). "" = the context's: tuning_db_path() (cofuse/tuning.hpp).
+  /// merged under a lock). "" = the context's: tuning_db_path() (cofuse/model/tuning.hpp).
   std::string tuning_db;
   /// false: measure and settle, but leave the database alone.
   bool record = true;
@@ -110,7 +110,7 @@ class Context {
   PlannerCache& planner_cache() { return planner_cache_; }
 
   /// The tuning database this context reads and writes: `given` when not empty, else
-  /// tuning_db_path() (cofuse/tuning.hpp).
+  /// tuning_db_path() (cofuse/model/tuning.hpp).
   std::string tuning_db(const std::string& given = "") const;
 
   /// The caller's communicator.

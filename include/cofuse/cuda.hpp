@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/run_types.hpp"
 #include "cofuse/schedule.hpp"
 

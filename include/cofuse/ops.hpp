@@ -18,7 +18,7 @@
 
 #include "cofuse/backend.hpp"
 #include "cofuse/op_desc.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/run_types.hpp"
 #include "cofuse/schedule.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse {

@@ -8,8 +8,8 @@
 #include <pybind11/stl.h>
 
 #include "cofuse/ops.hpp"
-#include "cofuse/plan.hpp"
-#include "cofuse/reports.hpp"
+#include "cofuse/model/plan.hpp"
+#include "cofuse/tools/reports.hpp"
 #include "cofuse/version.hpp"
 #include "core/exec_model/times.hpp"
 #include "py_buffers.hpp"

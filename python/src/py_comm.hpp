@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 
 namespace cofuse::py {
 

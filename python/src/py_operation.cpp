@@ -4,7 +4,7 @@
 #include <chrono>
 #include <functional>
 
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "py_comm.hpp"
 
 namespace cofuse::py {

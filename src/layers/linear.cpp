@@ -10,7 +10,7 @@
 #include "cofuse/config.hpp"
 #include "cofuse/context.hpp"
 #include "cofuse/layers.hpp"
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 #include "core/exec_model/times.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "cofuse/layers.hpp"
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 #include "core/common/half.hpp"
 #include "layers/layer_math.hpp"
 

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <memory>
 
-#include "cofuse/trace.hpp"
+#include "cofuse/model/trace.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/bench_baselines.hpp"
 #include "measure/bench_sweep.hpp"

@@ -18,7 +18,7 @@
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"
-#include "cofuse/reference.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "cofuse/schedule.hpp"
 #include "measure/op_data.hpp"
 #include "measure/timing.hpp"

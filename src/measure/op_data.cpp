@@ -4,8 +4,8 @@
 #include <optional>
 #include <random>
 
-#include "cofuse/random.hpp"
-#include "cofuse/reference.hpp"
+#include "cofuse/tools/random.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "core/exec_model/times.hpp"
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/mpi_util.hpp"

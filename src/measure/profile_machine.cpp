@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "cofuse/build_info.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "cofuse/status.hpp"
 #include "core/exec_model/times.hpp"
 #include "cpu/compute/gemm.hpp"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 #include "measure/profile_measure.hpp"
 
 namespace cofuse::measure {

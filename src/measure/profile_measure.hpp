@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/text.hpp"
 

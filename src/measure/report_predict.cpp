@@ -2,7 +2,7 @@
 
 #include "cofuse/config.hpp"
 #include "cofuse/schedule.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 
 namespace cofuse::measure {
 

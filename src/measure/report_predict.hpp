@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 
 namespace cofuse::measure {
 

@@ -1,9 +1,9 @@
-#include "cofuse/reports.hpp"
+#include "cofuse/tools/reports.hpp"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 
 namespace cofuse {
 

@@ -1,7 +1,7 @@
-// Calibration at first use (include/cofuse/calibrate.hpp): the signature of the job, the
+// Calibration at first use (include/cofuse/model/calibrate.hpp): the signature of the job, the
 // agreement on what the ranks have kept, the brief measurements when nothing can be trusted,
 // and the rule `auto` follows to find its profile.
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include "cofuse/build_info.hpp"
 #include "cofuse/config.hpp"
 #include "cofuse/ops.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/host_layout.hpp"

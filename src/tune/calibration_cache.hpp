@@ -1,4 +1,4 @@
-// The files calibration keeps (include/cofuse/calibrate.hpp): what a calibration and a compute
+// The files calibration keeps (include/cofuse/model/calibrate.hpp): what a calibration and a compute
 // table look like on disk, and how a file is judged before it is trusted. No MPI: calibrate.cpp
 // decides with the other ranks what to do with what these functions read.
 #pragma once
@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "measure/profile_measure.hpp"
 
 namespace cofuse::measure {

@@ -3,7 +3,7 @@
 #include "cofuse/context.hpp"
 
 #include "cofuse/log.hpp"
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "tune/tuning_operation.hpp"
 

@@ -28,7 +28,7 @@
 
 #include "cofuse/config.hpp"
 #include "cofuse/log.hpp"
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 #include "cpu/exec/cpu_operation.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/exec/call_deadline.hpp"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/context.hpp"
 #include "core/backend/operation_backend.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/schedule.hpp"
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 
 namespace cofuse::detail {
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "measure/op_data.hpp"
 #include "mpi_test_util.hpp"
 

@@ -1,4 +1,4 @@
-// Calibration at first use (include/cofuse/calibrate.hpp) on real ranks: it measures once and
+// Calibration at first use (include/cofuse/model/calibrate.hpp) on real ranks: it measures once and
 // is reused; every rank ends with the same profile; a corrupt, foreign or stale file, or ranks
 // that hold different files, are measured again with a warning and never trusted.
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/config.hpp"
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 #include "mpi_test_util.hpp"
 
 namespace cofuse {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "cpu/comm/failure.hpp"
 #include "mpi_test_util.hpp"
 

@@ -16,6 +16,7 @@
 
 #include "core/common/half.hpp"
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "cofuse/layers.hpp"
 #include "mpi_test_util.hpp"
 

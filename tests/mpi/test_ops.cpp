@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "core/exec_model/times.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "mpi_test_util.hpp"

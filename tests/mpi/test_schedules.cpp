@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "core/common/half.hpp"
 #include "mpi_test_util.hpp"
 

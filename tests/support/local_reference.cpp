@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 #include "core/common/half.hpp"
 
 namespace cofuse::testing_support {

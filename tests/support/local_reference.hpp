@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 
 namespace cofuse::testing_support {
 

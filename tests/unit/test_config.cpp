@@ -9,7 +9,7 @@
 
 #include "cofuse/config.hpp"
 #include "cofuse/run_types.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "cofuse/status.hpp"
 
 namespace cofuse {

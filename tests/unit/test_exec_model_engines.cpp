@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/exec_model/engines.hpp"
 #include "core/plan/race_check.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/exec_model/matching.hpp"
 
 namespace cofuse {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/profile.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/profile.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "core/exec_model/times.hpp"
 #include "core/stream/stream_program.hpp"
 #include "measure/bench_record.hpp"

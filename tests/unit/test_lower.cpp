@@ -11,7 +11,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 
 namespace cofuse {
 namespace {

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <vector>
 
-#include "cofuse/npy.hpp"
-#include "cofuse/reference.hpp"
+#include "cofuse/tools/npy.hpp"
+#include "cofuse/tools/reference.hpp"
 
 namespace cofuse {
 namespace {

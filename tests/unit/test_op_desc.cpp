@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 #include "core/common/half.hpp"
 
 namespace cofuse {

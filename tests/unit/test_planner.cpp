@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 
 namespace cofuse {
 namespace {

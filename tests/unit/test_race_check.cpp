@@ -5,7 +5,7 @@
 // because Open MPI is not instrumented and is suppressed in tests/tsan.supp.
 #include <gtest/gtest.h>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/plan/race_check.hpp"
 
 namespace cofuse {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse {

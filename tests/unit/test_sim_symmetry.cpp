@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "cofuse/profile.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/profile.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "model/sim/profile_costs.hpp"
 #include "model/sim/symmetry.hpp"
 

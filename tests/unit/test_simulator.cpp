@@ -6,8 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "cofuse/profile.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/profile.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "model/sim/event_sim.hpp"
 
 namespace cofuse {

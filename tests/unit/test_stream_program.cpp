@@ -26,8 +26,8 @@
 #include <set>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/plan.hpp"
-#include "cofuse/reference.hpp"
+#include "cofuse/model/plan.hpp"
+#include "cofuse/tools/reference.hpp"
 #include "cpu/compute/gemm.hpp"
 #include "core/stream/stream_program.hpp"
 #include "core/stream/view_ops.hpp"

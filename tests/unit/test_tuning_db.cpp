@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 
 namespace cofuse {
 namespace {

@@ -1,11 +1,11 @@
 // `cofuse calibrate`: what `--schedule auto` does on its own at first use, on demand — measures
-// (or reuses) the calibration of this communicator (include/cofuse/calibrate.hpp), prints what
+// (or reuses) the calibration of this communicator (include/cofuse/model/calibrate.hpp), prints what
 // it found, what it cost and where it is kept. --repeat times the first call against the
 // cached ones; --force measures every time.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/config.hpp"
 #include "cofuse/ops.hpp"
 #include "commands.hpp"

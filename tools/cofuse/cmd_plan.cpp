@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cofuse/cofuse.hpp"
-#include "cofuse/reports.hpp"
+#include "cofuse/tools/reports.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
 

@@ -14,7 +14,7 @@
 #include <iostream>
 
 #include "cofuse/cofuse.hpp"
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 #include "commands.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/bench_record.hpp"

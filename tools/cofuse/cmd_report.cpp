@@ -8,7 +8,7 @@
 #include <map>
 #include <sstream>
 
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 #include "cofuse/status.hpp"
 #include "commands.hpp"
 #include "measure/bench_record.hpp"

@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "cofuse/context.hpp"
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/reference.hpp"
+#include "cofuse/tools/npy.hpp"
 #include "commands.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/bench_measure.hpp"

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cofuse/cofuse.hpp"
-#include "cofuse/reports.hpp"
+#include "cofuse/tools/reports.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
 

@@ -21,6 +21,7 @@
 
 #include "core/common/half.hpp"
 #include "cofuse/cofuse.hpp"
+#include "cofuse/tools/random.hpp"
 #include "cofuse/layers.hpp"
 #include "commands.hpp"
 #include "cpu/comm/mpi_util.hpp"

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "measure/bench_measure.hpp"
 #include "measure/bench_sweep.hpp"
 #include "cofuse/cofuse.hpp"

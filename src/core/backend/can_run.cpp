@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/plan/builder.hpp"
 
 namespace cofuse {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/run_types.hpp"
 #include "cofuse/status.hpp"
 

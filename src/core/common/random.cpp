@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 #include "core/common/half.hpp"
 
 namespace cofuse {

@@ -219,7 +219,7 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> table = {
       {"profile", "COFUSE_PROFILE", "profile name or file", std::string(kProfile),
        "machine profile of the planner (run/plan --schedule auto, sim, tune, the layers); calibrated = measured on "
-       "the communicator at first use and cached (cofuse/calibrate.hpp), so auto plans for the link it runs on",
+       "the communicator at first use and cached (cofuse/model/calibrate.hpp), so auto plans for the link it runs on",
        profile_text},
       {"deadline_s", "COFUSE_DEADLINE_S", "seconds >= 0 (0 = none)", number_text(kDeadlineS),
        "deadline of every call (ExecSettings::deadline_s < 0, cofuse run --deadline); past it the job is aborted",

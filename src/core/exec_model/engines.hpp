@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse::detail {

@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 
 namespace cofuse::detail {
 

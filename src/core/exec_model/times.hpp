@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/run_types.hpp"
 
 namespace cofuse::detail {

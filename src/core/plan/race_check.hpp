@@ -1,10 +1,10 @@
-// The conflict relation under find_race (cofuse/plan.hpp), shared with the executor's runtime
+// The conflict relation under find_race (cofuse/model/plan.hpp), shared with the executor's runtime
 // order check (ExecSettings::check_order) and the stream programs' engine-order waits.
 #pragma once
 
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 
 namespace cofuse {
 

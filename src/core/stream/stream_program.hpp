@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 
 namespace cofuse::detail {
 

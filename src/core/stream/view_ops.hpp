@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/common/vector_level.hpp"
 
 namespace cofuse::detail {

@@ -1,6 +1,6 @@
 // The independent reference. It re-derives every shape from the op table in op_desc.hpp on
 // purpose (instead of calling OpDesc::local_shapes()), so a mistake there cannot hide here.
-#include "cofuse/reference.hpp"
+#include "cofuse/tools/reference.hpp"
 
 #include <algorithm>
 #include <climits>

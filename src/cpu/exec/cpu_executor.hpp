@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "cofuse/ops.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/exec_model/times.hpp"
 
 namespace cofuse::detail {

@@ -7,7 +7,7 @@
 
 #include "cofuse/backend.hpp"
 #include "cofuse/ops.hpp"
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 #include "core/backend/buffer_check.hpp"
 #include "cpu/comm/agreement.hpp"
 #include "cpu/comm/comm_state.hpp"

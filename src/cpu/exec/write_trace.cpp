@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "cofuse/status.hpp"
-#include "cofuse/trace.hpp"
+#include "cofuse/model/trace.hpp"
 #include "core/exec_model/engines.hpp"
 
 namespace cofuse {

@@ -1,7 +1,7 @@
 // NumPy .npy format 1.0: magic "\x93NUMPY", version 1.0, a little-endian uint16 header length,
 // then an ASCII dict {'descr': '<f4', 'fortran_order': False, 'shape': (r, c), } padded with
 // spaces and a final newline so the data starts on a 64-byte boundary; then the raw data.
-#include "cofuse/npy.hpp"
+#include "cofuse/tools/npy.hpp"
 
 #include <cstring>
 #include <fstream>

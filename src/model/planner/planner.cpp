@@ -1,4 +1,4 @@
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "core/exec_model/times.hpp"
 
 namespace cofuse {

@@ -1,5 +1,5 @@
-// PlannerCache (include/cofuse/planner.hpp): the planner's answers, owned by the caller.
-#include "cofuse/planner.hpp"
+// PlannerCache (include/cofuse/model/planner.hpp): the planner's answers, owned by the caller.
+#include "cofuse/model/planner.hpp"
 
 namespace cofuse {
 

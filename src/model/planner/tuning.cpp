@@ -1,4 +1,4 @@
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/tuning.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "cofuse/plan.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/plan.hpp"
+#include "cofuse/model/simulate.hpp"
 
 namespace cofuse::detail {
 

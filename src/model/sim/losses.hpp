@@ -3,8 +3,8 @@
 // predicted number means what the measured number of the same name means.
 #pragma once
 
-#include "cofuse/profile.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/profile.hpp"
+#include "cofuse/model/simulate.hpp"
 
 namespace cofuse::detail {
 

@@ -1,4 +1,4 @@
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -3,8 +3,8 @@
 // not plans).
 #pragma once
 
-#include "cofuse/profile.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/profile.hpp"
+#include "cofuse/model/simulate.hpp"
 #include "model/sim/event_sim.hpp"
 
 namespace cofuse::detail {

@@ -1,12 +1,12 @@
 // The simulator's entry points: an op and schedule on a profile (with the loss breakdown), the
 // textbook pipeline of explicit per-chunk costs, and traces of either.
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 
 #include <algorithm>
 #include <fstream>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/trace_json.hpp"
+#include "cofuse/tools/trace_json.hpp"
 #include "core/exec_model/engines.hpp"
 #include "model/sim/event_sim.hpp"
 #include "model/sim/losses.hpp"

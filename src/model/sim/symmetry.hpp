@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "model/sim/event_sim.hpp"
 
 namespace cofuse::detail {

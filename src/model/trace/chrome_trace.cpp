@@ -1,6 +1,6 @@
 #include <nlohmann/json.hpp>
 
-#include "cofuse/trace_json.hpp"
+#include "cofuse/tools/trace_json.hpp"
 
 namespace cofuse {
 

@@ -3,6 +3,7 @@
 // call's dX = dY·W is checked against plain loops. Exits non-zero unless every call is right.
 #include <cofuse/cofuse.hpp>
 #include <cofuse/layers.hpp>
+#include <cofuse/tools/random.hpp>
 
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,8 @@
 // Seed 000's worked example through the installed library: gemm_ar on the caller's
 // communicator, checked against the reference. Exits non-zero unless the result is right.
 #include <cofuse/cofuse.hpp>
+#include <cofuse/tools/random.hpp>
+#include <cofuse/tools/reference.hpp>
 
 #include <cstdio>
 #include <vector>

@@ -20,10 +20,10 @@
 
 #include "cofuse/backend.hpp"
 #include "cofuse/op_desc.hpp"
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 #include "cofuse/schedule.hpp"
-#include "cofuse/simulate.hpp"
-#include "cofuse/tuning.hpp"
+#include "cofuse/model/simulate.hpp"
+#include "cofuse/model/tuning.hpp"
 
 namespace cofuse {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "cofuse/profile.hpp"
+#include "cofuse/model/profile.hpp"
 
 namespace cofuse {
 

@@ -9,11 +9,11 @@
 #include <string_view>
 
 #include "cofuse/backend.hpp"
-#include "cofuse/calibrate.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/op_desc.hpp"
-#include "cofuse/planner.hpp"
+#include "cofuse/model/planner.hpp"
 #include "cofuse/schedule.hpp"
-#include "cofuse/simulate.hpp"
+#include "cofuse/model/simulate.hpp"
 
 namespace cofuse {
 

@@ -12,7 +12,7 @@
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/ops.hpp"
-#include "cofuse/random.hpp"
+#include "cofuse/tools/random.hpp"
 
 namespace cofuse {
 

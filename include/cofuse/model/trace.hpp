@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cofuse/ops.hpp"
-#include "cofuse/plan.hpp"
-#include "cofuse/trace_json.hpp"
+#include "cofuse/model/plan.hpp"
+#include "cofuse/tools/trace_json.hpp"
 
 namespace cofuse {
 

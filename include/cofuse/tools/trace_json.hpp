@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/plan.hpp"
+#include "cofuse/model/plan.hpp"
 #include "cofuse/run_types.hpp"
 
 namespace cofuse {

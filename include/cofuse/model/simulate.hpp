@@ -20,8 +20,8 @@
 #include "cofuse/config.hpp"
 #include "cofuse/op_desc.hpp"
 #include "cofuse/run_types.hpp"
-#include "cofuse/plan.hpp"
-#include "cofuse/profile.hpp"
+#include "cofuse/model/plan.hpp"
+#include "cofuse/model/profile.hpp"
 #include "cofuse/schedule.hpp"
 
 namespace cofuse {
