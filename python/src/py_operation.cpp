@@ -104,8 +104,9 @@ Status describe_from(const OpRequest& request, const Matrix& a, const Matrix& b,
   return desc.validate();
 }
 
-OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request) : desc_(desc) {
-  agree_on_request(comm, "cofuse.Operation", desc, request, parsed);
+OpHandle::OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request, bool agreed)
+    : desc_(desc) {
+  if (!agreed) agree_on_request(comm, "cofuse.Operation", desc, request, parsed);
   const std::string flag = request.profile.value_or("");
   Context& context = Context::of(comm);
   OperationOptions options;
@@ -309,7 +310,7 @@ pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle 
     handle = cache.ops[key];
     if (!handle) {
       try {
-        handle = std::make_shared<OpHandle>(desc, Status::Ok(), comm, request);
+        handle = std::make_shared<OpHandle>(desc, Status::Ok(), comm, request, /*agreed=*/true);
       } catch (...) {
         cache.ops.erase(key);
         throw;

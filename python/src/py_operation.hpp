@@ -44,7 +44,9 @@ class OpHandle {
   /// request one rank cannot read, or ranks asking for different ones, fail every rank alike.
   /// Then the profile (auto, or a fixed schedule with a profile to predict it on) and the
   /// Operation (Context::operation). Call it with the GIL released and comm_cache(comm).mutex held.
-  OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request);
+  /// agreed: the caller has made that agreement already (the functional ops agree on the whole
+  /// call first), so the construction does not make it twice.
+  OpHandle(const OpDesc& desc, const Status& parsed, MPI_Comm comm, const OpRequest& request, bool agreed = false);
   ~OpHandle();
 
   /// COLLECTIVE: runs the op. a, b: read; out: written (its shape checked here); gathered:

@@ -6,8 +6,10 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cofuse/config.hpp"
+#include "cofuse/log.hpp"
 #include "cofuse/run_types.hpp"
 #include "cofuse/model/simulate.hpp"
 #include "cofuse/status.hpp"
@@ -129,6 +131,82 @@ TEST(Config, CacheDirectoryAndAutotuneCalls) {
       EXPECT_NE(std::string(e.what()).find("COFUSE_AUTOTUNE_CALLS='" + std::string(bad) + "'"), std::string::npos) << e.what();
     }
   }
+}
+
+// COFUSE_LOG: a level, optionally for some subsystems (the others keep warnings); a malformed
+// value is an error naming the variable, and the log then keeps the default.
+TEST(Config, TheLogSettingParsesLevelsAndSubsystems) {
+  {
+    ScopedEnv l("COFUSE_LOG", nullptr);
+    EXPECT_EQ(config::log_setting().value.level, 1);
+    reload_log_setting();
+    EXPECT_TRUE(log_enabled(LogLevel::warn, "tune"));
+    EXPECT_FALSE(log_enabled(LogLevel::info, "tune"));
+  }
+  {
+    ScopedEnv l("COFUSE_LOG", "debug:tune,plan");
+    const config::LogSetting s = config::log_setting().value;
+    EXPECT_EQ(s.level, 3);
+    EXPECT_EQ(s.subsystems, (std::vector<std::string>{"tune", "plan"}));
+    reload_log_setting();
+    EXPECT_TRUE(log_enabled(LogLevel::debug, "plan"));
+    EXPECT_FALSE(log_enabled(LogLevel::info, "calibrate"));
+    EXPECT_TRUE(log_enabled(LogLevel::warn, "calibrate"));  // not named: warnings still
+    EXPECT_EQ(config::lookup("log").value, "debug:tune,plan");
+  }
+  {
+    ScopedEnv l("COFUSE_LOG", "off");
+    reload_log_setting();
+    EXPECT_FALSE(log_enabled(LogLevel::warn, "tune"));
+  }
+  for (const char* bad : {"loud", "info:", "info:tune,", ":tune"}) {
+    ScopedEnv l("COFUSE_LOG", bad);
+    try {
+      config::log_setting();
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("COFUSE_LOG="), std::string::npos) << e.what();
+    }
+    reload_log_setting();
+    EXPECT_TRUE(log_enabled(LogLevel::warn, "tune")) << bad;  // the default
+    EXPECT_FALSE(log_enabled(LogLevel::info, "tune")) << bad;
+  }
+  reload_log_setting();
+}
+
+// A sink takes every record delivered; records below the level never reach it.
+TEST(Config, ALogSinkReceivesWhatTheLevelLetsThrough) {
+  ScopedEnv l("COFUSE_LOG", "info:tune");
+  reload_log_setting();
+  std::vector<LogRecord> got;
+  const LogSink previous = set_log_sink([&](const LogRecord& r) { got.push_back(r); });
+  log(LogLevel::info, "tune", "kept serial");
+  log(LogLevel::info, "plan", "not delivered");
+  log(LogLevel::warn, "calibrate", "a stale file");
+  set_log_sink(previous);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].subsystem, "tune");
+  EXPECT_EQ(got[0].message, "kept serial");
+  EXPECT_EQ(got[1].level, LogLevel::warn);
+  reload_log_setting();
+}
+
+TEST(Config, TheNoiseGuardAndRanksPerHostAreRegistryEntries) {
+  {
+    ScopedEnv g("COFUSE_NOISE_GUARD", nullptr);
+    EXPECT_EQ(config::noise_guard().value, config::kNoiseGuard);
+  }
+  {
+    ScopedEnv g("COFUSE_NOISE_GUARD", "0.1");
+    EXPECT_EQ(config::noise_guard().value, 0.1);
+    EXPECT_EQ(config::noise_guard().source, config::Source::environment);
+  }
+  for (const char* bad : {"1", "-0.1", "3%", "nan"}) {
+    ScopedEnv g("COFUSE_NOISE_GUARD", bad);
+    EXPECT_THROW(config::noise_guard(), Error) << bad;
+  }
+  ScopedEnv r("COFUSE_RANKS_PER_HOST", "2");
+  EXPECT_EQ(config::lookup("COFUSE_RANKS_PER_HOST").value, "2");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cofuse/model/tuning.hpp"
+#include "tune/winner.hpp"
 
 namespace cofuse {
 namespace {
@@ -144,6 +145,29 @@ TEST(TuningDb, ASaveOverACorruptFileReplacesIt) {
   EXPECT_TRUE(warning.empty()) << warning;
   ASSERT_EQ(back.entries().size(), 1u);
   EXPECT_NE(find(back, entry(2, 5)), nullptr);
+}
+
+// The one winner rule (online tuning and cofuse tune): the fastest eligible candidate, unless it
+// does not beat serial (index 0) by the noise guard; an ineligible one (no counted call, or a
+// failed check) never wins, however fast it measured.
+TEST(WinnerRule, TheFastestEligibleBeatsSerialByTheGuardOrSerialStays) {
+  using detail::MeasuredCandidate;
+  const Schedule a = *Schedule::parse("hetero-unfused-1d"), b = *Schedule::parse("uniform-fused-1d");
+  std::vector<MeasuredCandidate> m = {{serial_schedule(), "serial", 1.00}, {a, "A", 0.90}, {b, "B", 0.95}};
+  EXPECT_EQ(detail::pick_winner(m, 0.03), 1u);
+  EXPECT_EQ(detail::pick_winner(m, 0.15), 0u);  // a 10% lead is not the 15% asked for
+  m[1].eligible = false;                        // A failed its check
+  EXPECT_EQ(detail::pick_winner(m, 0.03), 2u);
+  m[2].median_s = 0.98;
+  EXPECT_EQ(detail::pick_winner(m, 0.03), 0u);  // 2% is noise
+  m[1].median_s = 0.0;                          // an ineligible zero (no call counted) is no win
+  EXPECT_EQ(detail::pick_winner(m, 0.0), 2u);
+  const OpDesc d{OpKind::gemm_rs, 64, 64, 64, DType::f32, false, false, Axis::m, 2};
+  const TuningEntry e = detail::winner_entry(d, "this-host-shm", m, 2, "cofuse tune");
+  EXPECT_EQ(e.schedule, b);
+  EXPECT_EQ(e.measured_by, "cofuse tune");
+  EXPECT_DOUBLE_EQ(e.serial_ms, 1000.0);
+  EXPECT_EQ(e.candidates, "serial=1000.000; A=0.000; B=980.000");
 }
 
 }  // namespace
