@@ -2,8 +2,8 @@
 //
 // Like CUTLASS's can_implement, it answers before anything is allocated or communicated, from
 // the description alone, the same way on every rank. Each backend's constructor calls it (the
-// CPU Operation, cuda::LocalGroup, cuda::Group; the layers and the Python package ask it which
-// element types the CPU runs), and the planner and the simulator ask it for
+// CPU Operation, cuda::LocalGroup, cuda::Group; the layers ask it which element types the CPU
+// runs), and the planner and the simulator ask it for
 // the backend they plan for, so a schedule the planner offers is one the backend accepts.
 //
 // What the backends accept (their rules are data in src/core/backend/can_run.cpp):

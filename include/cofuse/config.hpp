@@ -125,7 +125,7 @@ Setting<double> noise_guard();
 Setting<std::string> ranks_per_host();
 
 /// What cofuse logs (cofuse/log.hpp): $COFUSE_LOG = LEVEL or LEVEL:SUBSYSTEM,... with LEVEL off,
-/// warn, info or debug; the level applies to the named subsystems (tune, plan, calibrate, exec)
+/// warn, info or debug; the level applies to the named subsystems (tune, plan, calibrate)
 /// and the others stay at warn; without subsystems it applies to all. Else kLog.
 /// Error(invalid_argument) for anything else in the variable.
 struct LogSetting {

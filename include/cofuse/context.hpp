@@ -2,12 +2,13 @@
 // Operation is made from an op and a schedule *or* `auto`.
 //
 // Context::of(comm) finds the communicator's context, making it at first use (no
-// communication); it is freed with the communicator (MPI_Comm_free, or MPI_Finalize for
-// MPI_COMM_WORLD). It owns:
+// communication); it is freed with the communicator (MPI_Comm_free; for MPI_COMM_WORLD when
+// the MPI library deletes its attributes at MPI_Finalize, as Open MPI does). It owns:
 //   - the resolved machine profiles (by the name asked for: a calibration is looked up, or
 //     measured, once per communicator and name);
 //   - the planner's answers (a PlannerCache), shared by every operation made here;
-//   - the tuning database, resolved once by the one rule (tuning_db_path, cofuse/model/tuning.hpp).
+//   - the tuning database's rule (tuning_db_path, cofuse/model/tuning.hpp), applied at each
+//     operation, so a changed $COFUSE_TUNING_DB is seen.
 // The CLI, the layers and the Python package all make their operations here, so a library
 // planner call, a command and a Python call on one machine see one profile and one winner.
 //

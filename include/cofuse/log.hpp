@@ -6,6 +6,7 @@
 // (or the Python package, which turns warnings into Python warnings) may take them instead with
 // set_log_sink. How much is said is one registry setting, $COFUSE_LOG (config::log_setting):
 // warn by default; info or debug for all subsystems or for some (COFUSE_LOG=info:tune,plan).
+// Today warnings and info records are written; debug is accepted for what is added later.
 // A message below the level costs one comparison: callers test log_enabled before building text.
 #pragma once
 
@@ -22,13 +23,14 @@ const char* to_string(LogLevel level);
 /// One message.
 struct LogRecord {
   LogLevel level = LogLevel::warn;
-  std::string subsystem;  // "tune", "plan", "calibrate", "exec"
+  std::string subsystem;  // "tune", "plan", "calibrate"
   std::string message;    // one paragraph, no trailing newline
 };
 
 /// Where records go. Called on the thread that logs, possibly without any lock of the caller's
 /// and from several threads at once: a sink must be thread-safe and must not call back into
-/// cofuse's collective functions.
+/// cofuse's collective functions. What it throws is caught (the record then goes to stderr):
+/// a message is often logged on one rank only, and a throw there would leave its peers waiting.
 using LogSink = std::function<void(const LogRecord&)>;
 
 /// Replaces the sink (an empty function: back to stderr) and returns the previous one (empty

@@ -163,9 +163,11 @@ class DeadlineGuard {
 
 /// What this process can run on the CPU executor (backend.hpp's Capabilities): MPI's thread
 /// level (MPI_Query_thread: a progress thread needs MPI_THREAD_SERIALIZED) and whether this CPU
-/// multiplies bf16 (cpu/compute: oneDNN or the widened path). Not collective; needs MPI
-/// initialised. Pass it to can_run to ask what this process, not just the backend, can run.
-Capabilities cpu_capabilities();
+/// multiplies bf16 (cpu/compute: oneDNN or the widened path; asked only when ask_bf16, since it
+/// reads $COFUSE_CPU_BF16 and may probe oneDNN). Not collective; needs MPI initialised. Pass it
+/// to can_run to ask what this process, not just the backend, can run. Throws Error for a
+/// malformed $COFUSE_CPU_BF16 (when asked).
+Capabilities cpu_capabilities(bool ask_bf16 = true);
 
 /// Collective agreement check alone: throws the same cofuse::Error on every rank when the
 /// ranks' descriptions or schedules differ (named fields, values and ranks). Used by Operation.

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "cofuse/model/calibrate.hpp"
 
 namespace cofuse::py {
 
@@ -48,9 +47,6 @@ struct CommCache {
 /// The cache on `comm`; created on first use (not collective).
 CommCache& comm_cache(MPI_Comm comm);
 
-/// The profile for `flag` on `comm`, resolved once (planning_profile: COLLECTIVE the first time
-/// for a flag, and every rank asks for the same flags in the same order). Caller holds the
-/// cache's mutex.
 /// Releases every handle on every communicator (the package's atexit hook, which runs before
 /// mpi4py finalises MPI): their Operations are destroyed while MPI can still free their types.
 void release_all();

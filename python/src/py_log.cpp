@@ -1,5 +1,6 @@
 #include "py_log.hpp"
 
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
@@ -51,7 +52,14 @@ void deliver_log() {
   for (const LogRecord& r : records) {
     const std::string text = "[" + r.subsystem + "] " + r.message;
     if (r.level == LogLevel::warn) {
-      if (PyErr_WarnEx(q.warning_class, text.c_str(), 1) != 0) throw pyb::error_already_set();
+      // A filter that turns the warning into an error (-W error) would raise it on this rank
+      // alone, usually rank 0, and leave the others waiting in the next collective: the
+      // warning is printed instead, and the call succeeds on every rank alike.
+      if (PyErr_WarnEx(q.warning_class, text.c_str(), 1) != 0) {
+        PyErr_Clear();
+        std::fprintf(stderr, "cofuse: warning (a warnings filter made it an error; raised on one rank it would "
+                             "hang the others, so it is printed): %s\n", text.c_str());
+      }
     } else {
       pyb::object logger = pyb::module_::import("logging").attr("getLogger")("cofuse." + r.subsystem);
       logger.attr(r.level == LogLevel::info ? "info" : "debug")(r.message);

@@ -11,8 +11,9 @@ namespace cofuse::py {
 /// Creates cofuse._cofuse.CofuseWarning and installs the queueing sink. Once, at import.
 void install_log(pybind11::module_& module);
 
-/// Delivers the queued records. Call with the GIL held. Throws pybind11::error_already_set when
-/// a warning filter turns a warning into an error.
+/// Delivers the queued records. Call with the GIL held. A warning that a filter turns into an
+/// error is printed instead (raised on one rank, it would leave the others waiting); a failing
+/// `logging` handler raises (pybind11::error_already_set).
 void deliver_log();
 
 }  // namespace cofuse::py

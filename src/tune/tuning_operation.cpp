@@ -172,6 +172,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   // collective depends on them.
   int tune_calls = 0;
   double noise_guard = 0;
+  Capabilities runtime;
   detail::run_collectively(comm_, [&] {
     throw_if_error(desc_.validate());
     if (desc_.ranks != state.size)
@@ -182,13 +183,14 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
       throw Error(ErrorCode::invalid_argument, what + ": noise_guard must be in [0, 1)");
     noise_guard = options.noise_guard < 0 ? config::noise_guard().value : options.noise_guard;
     tune_calls = options.tune_calls < 0 ? config::autotune_calls().value : options.tune_calls;
+    runtime = cpu_capabilities(desc_.dtype == DType::bf16);  // reads $COFUSE_CPU_BF16 for bf16
   }, elsewhere);
   PlannerOptions planner = options.planner;
   planner.tuning_db = tuning_db;
   // Every candidate runs on the CPU executor, whatever backend the profile describes: a GPU
   // profile's numbers must still give schedules this executor runs.
   planner.backend = Backend::cpu_mpi;
-  planner.runtime = cpu_capabilities();  // what this process runs: MPI's thread level, bf16
+  planner.runtime = runtime;  // what this process runs: MPI's thread level, bf16
   PlanChoice& choice = report_.model_choice;
   detail::run_collectively(comm_, [&] { choice = choose_schedule(desc_, planning.profile, planner, cache); }, elsewhere);
 

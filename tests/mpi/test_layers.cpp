@@ -277,10 +277,14 @@ TEST(Layers, AWarningInsideTuningReachesTheLayersUser) {
   cfg.tuning_db = "/dev/null/cofuse-layer-tuning.json";  // its parent is a character device
   std::mutex mutex;
   std::vector<LogRecord> records;
-  const LogSink previous = set_log_sink([&](const LogRecord& r) {
+  // The sink captures this test's locals: restored on every way out, a throw included.
+  struct Restore {
+    LogSink previous;
+    ~Restore() { set_log_sink(std::move(previous)); }
+  } restore{set_log_sink([&](const LogRecord& r) {
     const std::lock_guard<std::mutex> lock(mutex);
     records.push_back(r);
-  });
+  })};
   {
     RowParallelLinear layer(cfg, MPI_COMM_WORLD);
     std::vector<float> x(std::size_t(cfg.tokens * cfg.in_features / p), 0.5f), w(std::size_t(cfg.out_features * cfg.in_features / p), 0.25f);
@@ -292,7 +296,6 @@ TEST(Layers, AWarningInsideTuningReachesTheLayersUser) {
     EXPECT_TRUE(layer.settled()) << layer.explain();
     bool measured = false;
     for (const GemmReport& g : layer.report()) measured = measured || g.decided_by == "measurement";
-    set_log_sink(previous);
     if (!measured) GTEST_SKIP() << "the model offered nothing to measure, so nothing was written: " << layer.explain();
   }
   const bool found = std::any_of(records.begin(), records.end(), [](const LogRecord& r) {

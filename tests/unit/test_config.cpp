@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,11 @@ TEST(Config, ALogSinkReceivesWhatTheLevelLetsThrough) {
   EXPECT_EQ(got[0].subsystem, "tune");
   EXPECT_EQ(got[0].message, "kept serial");
   EXPECT_EQ(got[1].level, LogLevel::warn);
+  // A sink that throws does not make log() throw (the record goes to stderr instead): a
+  // warning logged on one rank must not fail that rank alone.
+  const LogSink before = set_log_sink([](const LogRecord&) { throw std::runtime_error("a broken sink"); });
+  EXPECT_NO_THROW(log(LogLevel::warn, "tune", "still said"));
+  set_log_sink(before);
   reload_log_setting();
 }
 

@@ -7,6 +7,7 @@
 // winner with its provenance -> the database is written once, at the end.
 #include <mpi.h>
 
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -42,9 +43,20 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   const int rank = detail::comm_rank(MPI_COMM_WORLD), size = detail::comm_size(MPI_COMM_WORLD);
   std::ostringstream digest;
   for (const BenchCase& c : cases) digest << c.desc(size).to_string() << ";";
+  // The noise guard is each rank's reading of $COFUSE_NOISE_GUARD: a rank that cannot read it
+  // fails every rank in the same agreement, instead of leaving them in the next collective.
+  double margin = args.margin;
+  Status read;
+  try {
+    if (margin < 0) margin = config::noise_guard().value;
+  } catch (const Error& e) {
+    read = {e.code(), e.what()};
+  }
   agree_values(MPI_COMM_WORLD, "cofuse tune options",
                {{"cases", int64_t(cases.size())}, {"sweep digest", int64_t(std::hash<std::string>{}(digest.str()) >> 1)},
-                {"top", args.top}, {"iters", args.iters}, {"warmup", args.warmup}});
+                {"top", args.top}, {"iters", args.iters}, {"warmup", args.warmup},
+                {"margin (ppm)", int64_t(std::llround(margin * 1e6))}},
+               read);
   const PlanningProfile planning = planning_profile(MPI_COMM_WORLD, args.profile);
   const MachineProfile& profile = planning.profile;
   std::vector<OpDesc> descs;
@@ -61,7 +73,6 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   model.consult_tuning_db = false;
   model.backend = Backend::cpu_mpi;  // tune measures on the CPU executor, whatever the profile describes
   PlannerCache planner_cache;  // a sweep may list a shape twice
-  const double margin = args.margin < 0 ? config::noise_guard().value : args.margin;
   const uint64_t seed = agree_seed("");
   Progress progress(int(cases.size()), rank != 0 || args.quiet, "tune");
   bool all_passed = true;

@@ -91,8 +91,13 @@ void log(LogLevel level, std::string_view subsystem, const std::string& message)
     current = sink();
   }
   if (current) {
-    current(record);
-    return;
+    // A sink that throws must not turn a message into a failure on the one rank that logged:
+    // its peers would wait for it in the next collective.
+    try {
+      current(record);
+      return;
+    } catch (...) {
+    }
   }
   std::fprintf(stderr, "cofuse: %s [%s]: %s\n", to_string(level), record.subsystem.c_str(), record.message.c_str());
   std::fflush(stderr);

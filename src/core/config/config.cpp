@@ -165,7 +165,7 @@ Setting<LogSetting> log_setting() {
       rest = rest.substr(comma + 1);
     }
   }
-  if (!ok) throw bad_value("COFUSE_LOG", *env, "off, warn, info or debug, optionally :SUBSYSTEM,... (tune, plan, calibrate, exec)");
+  if (!ok) throw bad_value("COFUSE_LOG", *env, "off, warn, info or debug, optionally :SUBSYSTEM,... (tune, plan, calibrate)");
   return {out, Source::environment};
 }
 
@@ -258,7 +258,7 @@ const std::vector<Entry>& entries() {
        "ranks per host for two-level schedules and calibrations, where MPI cannot see the hosts (network namespaces)",
        ranks_per_host_text},
       {"log", "COFUSE_LOG", "off|warn|info|debug[:subsystem,...]", std::string(kLog),
-       "what cofuse reports and how much (cofuse/log.hpp): warnings by default; subsystems tune, plan, calibrate, exec",
+       "what cofuse reports and how much (cofuse/log.hpp): warnings by default; subsystems tune, plan, calibrate",
        log_text},
       {"test_seed", "COFUSE_TEST_SEED", "unsigned integer", "(a fresh seed per run)",
        "random seed of the MPI tests (tests/mpi), to repeat a failing run", test_seed_text},

@@ -117,7 +117,7 @@ CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& sc
                                          std::to_string(state.size) + " ranks");
   const Schedule planned = with_machine_hosts(schedule, state.comm);
   // With what this process can do: MPI's thread level, a bf16 GEMM on this CPU.
-  throw_if_error(can_run(Backend::cpu_mpi, desc, planned, cpu_capabilities()));
+  throw_if_error(can_run(Backend::cpu_mpi, desc, planned, cpu_capabilities(desc.dtype == DType::bf16)));
   state_ = &state;
   executor_ = std::make_unique<CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
 }
@@ -218,13 +218,13 @@ RunStats run(const OpDesc& desc, const OpBuffers& buffers, MPI_Comm comm, const 
   return Operation(desc, comm, schedule).execute(buffers);
 }
 
-Capabilities cpu_capabilities() {
+Capabilities cpu_capabilities(bool ask_bf16) {
   Capabilities c;
   int level = MPI_THREAD_SINGLE;
   detail::mpi_check(MPI_Query_thread(&level), "MPI_Query_thread");
   c.mpi_thread_level = level;
   c.progress_thread = level >= MPI_THREAD_SERIALIZED;
-  c.no_bf16 = detail::bf16_gemm_problem();
+  if (ask_bf16) c.no_bf16 = detail::bf16_gemm_problem();
   return c;
 }
 
