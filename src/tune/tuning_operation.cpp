@@ -126,7 +126,7 @@ class TuningOperation final : public detail::OperationBackend {
 
  private:
   void settle();
-  void record();
+  void record(const std::vector<detail::MeasuredCandidate>& measured);
   // A warning from rank 0's tuning: said once, through the log.
   void warn(const std::string& message) const {
     if (rank_ == 0 && !message.empty()) log(LogLevel::warn, "tune", message);
@@ -296,18 +296,16 @@ void TuningOperation::settle() {
   report_.winner = winner;
   report_.settled_by = SettledBy::measurement;
   samples_.clear();
-  if (record_ && rank_ == 0) record();
+  if (record_ && rank_ == 0) record(measured);
 }
 
-void TuningOperation::record() {
+void TuningOperation::record(const std::vector<detail::MeasuredCandidate>& measured) {
   const std::string& path = report_.tuning_db;
   try {
     // Read first: whether the file was usable (save() merges under the file's lock, so what
     // other processes write, even between this read and the save, survives).
     std::string ignored;
     TuningDb db = TuningDb::load(path, &ignored);
-    std::vector<detail::MeasuredCandidate> measured;
-    for (const TunedCandidate& c : report_.candidates) measured.push_back({c.schedule, c.name, c.median_s, c.calls > 0});
     db.put(detail::winner_entry(desc_, report_.profile, measured, report_.winner, "online tuning in " + who_));
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
