@@ -2,7 +2,11 @@
 // GPU, serial against overlapped schedules with both GPU engines (ce: copy engines, sm: copy
 // kernels), interleaved, medians. It measures; it asserts nothing (tests/cuda asserts).
 //
-//   gpu_local_bench [--out DIR] [--iters N] [--quick]
+//   gpu_local_bench [--out DIR] [--iters N] [--quick] [--link device|host]
+//
+// --link: what carries the messages between ranks (cuda::Settings::link; default device). The
+// host-link table with its measured link, chosen shapes and hand-written baseline is
+// bench/gpu_link_bench.cpp.
 //
 // Per case: G and M are the serial run's GEMM and transfer phases (wall time during which any
 // rank's GEMM, resp. transfer or reduction, ran; one timed run); T the median of --iters runs of
@@ -30,10 +34,13 @@
 #include "cofuse/tools/random.hpp"
 #include "core/common/half.hpp"
 #include "core/exec_model/times.hpp"
+#include "gpu_bench_common.hpp"
 
 namespace {
 
 using namespace cofuse;
+using bench::covered;
+using bench::write_trace;
 
 void ok(cudaError_t rc, const char* what) {
   if (rc != cudaSuccess) throw Error(ErrorCode::device, std::string(what) + ": " + cudaGetErrorString(rc));
@@ -103,32 +110,11 @@ double relative_difference(const std::vector<float>& x, const std::vector<float>
   return std::sqrt(diff / std::max(norm, 1e-300));
 }
 
-// Wall time during which any op satisfying `pick` ran.
-template <typename Pick>
-double covered(const std::vector<cuda::OpTime>& times, Pick pick) {
-  std::vector<std::pair<double, double>> spans;
-  for (const cuda::OpTime& t : times)
-    if (pick(t)) spans.push_back({t.start, t.end});
-  return cofuse::detail::covered_seconds(spans);
-}
-
-void write_trace(const std::string& path, const std::vector<cuda::OpTime>& times) {
-  std::ofstream f(path);
-  f << "{\"traceEvents\":[";
-  for (std::size_t i = 0; i < times.size(); ++i) {
-    const cuda::OpTime& t = times[i];
-    std::string label = t.label;
-    std::replace(label.begin(), label.end(), '"', '\'');
-    f << (i ? ",\n" : "\n") << "{\"name\":\"" << t.kind << " " << label << "\",\"ph\":\"X\",\"pid\":" << t.rank
-      << ",\"tid\":" << t.stream << ",\"ts\":" << t.start * 1e6 << ",\"dur\":" << (t.end - t.start) * 1e6 << "}";
-  }
-  f << "\n]}\n";
-}
-
 struct Args {
   std::string out = "out/gpu";
   int iters = 20;
   bool quick = false;
+  cuda::Link link = cuda::Link::device;  // what carries messages (cuda::Settings::link)
 };
 
 }  // namespace
@@ -140,8 +126,9 @@ int main(int argc, char** argv) {
     if (a == "--out" && i + 1 < argc) args.out = argv[++i];
     else if (a == "--iters" && i + 1 < argc) args.iters = std::max(1, std::atoi(argv[++i]));
     else if (a == "--quick") args.quick = true;
+    else if (a == "--link" && i + 1 < argc && cuda::parse_link(argv[i + 1])) args.link = *cuda::parse_link(argv[++i]);
     else {
-      std::cerr << "usage: gpu_local_bench [--out DIR] [--iters N] [--quick]\n";
+      std::cerr << "usage: gpu_local_bench [--out DIR] [--iters N] [--quick] [--link device|host]\n";
       return 2;
     }
   }
@@ -159,18 +146,16 @@ int main(int argc, char** argv) {
     std::vector<OpDesc> cases;
     for (int p : {2, 4})
       for (auto [op, axis] : {std::pair{OpKind::ag_gemm, Axis::m}, std::pair{OpKind::gemm_rs, Axis::m}, std::pair{OpKind::gemm_ar, Axis::none}})
-        cases.push_back(OpDesc{op, size, size, size, DType::bf16, false, false, axis, p});
-    const std::vector<std::string> schedules = {
-        "serial",
-        "shard,engine=ce",
-        "shard,engine=sm",
-        "hetero-unfused-1d,chunks=2,engine=ce",
-        "hetero-unfused-1d,chunks=4,engine=ce",
-        "hetero-unfused-1d,chunks=8,engine=ce",
-        "hetero-unfused-1d,chunks=4,engine=sm",
-        "hetero-unfused-1d,chunks=4,engine=ce,algo=coll",
-        "hetero-unfused-2d,chunks=4,engine=ce",
-        "uniform-unfused-2d,chunks=4,engine=sm"};
+        {
+          OpDesc d;  // fields by name: OpDesc may grow
+          d.op = op;
+          d.m = d.n = d.k = size;
+          d.dtype = DType::bf16;
+          d.axis = axis;
+          d.ranks = p;
+          cases.push_back(d);
+        }
+    const std::vector<std::string> schedules = bench::gpu_schedules();
     std::cout << "gpu_local_bench on " << prop.name << ": P ranks as streams on one GPU, bf16, " << args.iters
               << " iterations, medians\n";
     for (const OpDesc& d : cases) {
@@ -180,7 +165,9 @@ int main(int argc, char** argv) {
       for (const std::string& text : schedules) {
         const Schedule s = *Schedule::parse(text);
         if (!can_run(Backend::cuda_local, d, s).ok()) continue;
-        groups.push_back(std::make_unique<cuda::LocalGroup>(d, s));
+        cuda::Settings settings;
+        settings.link = args.link;
+        groups.push_back(std::make_unique<cuda::LocalGroup>(d, s, settings));
         names.push_back(text);
       }
       // Warm-up (cuBLASLt heuristics, first launches), then interleaved, rotating the order.
@@ -203,6 +190,7 @@ int main(int argc, char** argv) {
       for (std::size_t j = 1; j < groups.size(); ++j)
         if (median(t[j]) < median(t[best])) best = j;
       cuda::Settings timed;
+      timed.link = args.link;
       timed.timing = true;
       const std::string tag = std::string(to_string(d.op)) + "-p" + std::to_string(d.ranks);
       // Timed groups run once untimed first: their first run pays cuBLASLt's heuristics.
@@ -230,7 +218,8 @@ int main(int argc, char** argv) {
         const double lo = *std::min_element(t[j].begin(), t[j].end()), hi = *std::max_element(t[j].begin(), t[j].end());
         std::printf("  %-52s %9.3f %9.3f %9.3f %8.2f %6.2f %10.1e%s\n", names[j].c_str(), med * 1e3, lo * 1e3, hi * 1e3,
                     serial / med, std::max(g, m) / med, diff, j == best ? "  <- best" : "");
-        records << "{\"schema\":\"cofuse.gpu.record/1\",\"device\":\"" << prop.name << "\",\"case\":{\"op\":\""
+        records << "{\"schema\":\"cofuse.gpu.record/1\",\"device\":\"" << prop.name << "\",\"link\":\""
+                << cuda::to_string(args.link) << "\",\"case\":{\"op\":\""
                 << to_string(d.op) << "\",\"m\":" << d.m << ",\"n\":" << d.n << ",\"k\":" << d.k << ",\"dtype\":\""
                 << to_string(d.dtype) << "\",\"axis\":\"" << to_string(d.axis) << "\",\"ranks\":" << d.ranks
                 << "},\"schedule\":\"" << groups[j]->schedule().to_string() << "\",\"iters\":" << args.iters
