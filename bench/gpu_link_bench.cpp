@@ -169,7 +169,7 @@ std::vector<std::vector<GemmShape>> plan_gemms(const std::vector<Plan>& plans) {
   for (const Plan& plan : plans) {
     std::vector<GemmShape> pieces;
     for (const Task& t : plan.tasks)
-      if (t.kind == TaskKind::gemm)
+      if (t.kind == TaskKind::gemm && !t.z.empty() && (t.trans_x ? t.x.rows : t.x.cols) > 0)
         pieces.push_back(GemmShape{t.z.rows, t.z.cols, t.trans_x ? t.x.rows : t.x.cols, t.x.ld, t.y.ld, t.z.ld, t.trans_x,
                                    t.trans_y, t.accumulate});
     out.push_back(pieces);

@@ -122,6 +122,7 @@ const LtGemm::Plan& LtGemm::plan(const GemmShape& s, int align_x, int align_y, i
 }
 
 void LtGemm::run(const GemmShape& s, const void* x, const void* y, void* z, void* workspace, cudaStream_t stream) {
+  if (s.m == 0 || s.n == 0 || s.k == 0) return;  // nothing to compute (and cuBLASLt refuses empty layouts)
   const Plan& p = plan(s, alignment(x), alignment(y), alignment(z));
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
   lt_ok(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.op, &alpha, y, p.a, x, p.b, &beta, z, p.c, z, p.c, &p.algo,
