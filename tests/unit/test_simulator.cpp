@@ -16,11 +16,13 @@ namespace {
 constexpr double kEps = 1e-12;
 
 // Fake costs: a compute task takes `flops` seconds (the tests put seconds there); every link
-// moves `link_rate` bytes per second; no latency.
+// moves `link_rate` bytes per second; no latency. one_device: every rank on one device
+// (CostModel::shared_compute).
 class FakeCosts : public detail::CostModel {
  public:
-  FakeCosts(int ranks, double link_rate, double gemm_while_comm = 1, double comm_while_gemm = 1)
-      : ranks_(ranks), bandwidths_(2 * std::size_t(ranks), link_rate), g_(gemm_while_comm), c_(comm_while_gemm) {}
+  FakeCosts(int ranks, double link_rate, double gemm_while_comm = 1, double comm_while_gemm = 1, bool one_device = false)
+      : ranks_(ranks), bandwidths_(2 * std::size_t(ranks), link_rate), g_(gemm_while_comm), c_(comm_while_gemm),
+        one_device_(one_device) {}
   double compute_seconds(int, const Task& t) const override { return t.flops; }
   double copy_seconds(int, const Task&) const override { return 0; }
   double latency_seconds(int, int) const override { return 0; }
@@ -31,11 +33,13 @@ class FakeCosts : public detail::CostModel {
   double collective_bus_rate(const Task&) const override { return bandwidths_[0]; }
   double gemm_rate_while_comm() const override { return g_; }
   double comm_rate_while_gemm() const override { return c_; }
+  bool shared_compute() const override { return one_device_; }
 
  private:
   int ranks_;
   std::vector<double> bandwidths_;
   double g_, c_;
+  bool one_device_;
 };
 
 Task compute(double seconds, std::vector<int> deps = {}) {
@@ -106,6 +110,41 @@ TEST(Simulator, ContentionRetimesBothTasksWhenOverlapStartsAndEnds) {
   EXPECT_NEAR(r.makespan_s, 14, kEps);
   EXPECT_NEAR(r.compute_busy_s[0], 14, kEps);
   EXPECT_NEAR(r.comm_busy_s[0], 8, kEps);
+}
+
+// Ranks on one device (compute.sharing = "device", the single-GPU group): the compute tasks
+// running at once share it, and contention is the device's, not the rank's.
+TEST(Simulator, ConcurrentGemmsOnOneDeviceShareItAndSpeedUpWhenOneEnds) {
+  // Rank 0: 10 s of GEMM, rank 1: 4 s, both from t = 0. Own compute: they end at 10 and 4.
+  // One device: each at half speed until rank 1's ends at t = 8 (4 s of work at 1/2); rank 0
+  // has done 4 and runs its other 6 alone: t = 14.
+  const std::vector<Plan> plans = {plan_of(0, {compute(10)}), plan_of(1, {compute(4)})};
+  const SimResult own = detail::run_event_sim(plans, FakeCosts(2, 1.0));
+  EXPECT_NEAR(own.times[0][0].end, 10, kEps);
+  EXPECT_NEAR(own.times[1][0].end, 4, kEps);
+  const SimResult shared = detail::run_event_sim(plans, FakeCosts(2, 1.0, 1, 1, true));
+  EXPECT_NEAR(shared.times[1][0].end, 8, kEps);
+  EXPECT_NEAR(shared.times[0][0].end, 14, kEps);
+  // Three ranks, 3 s each at once: a third of the device each, all end at 9.
+  const SimResult three = detail::run_event_sim(
+      {plan_of(0, {compute(3)}), plan_of(1, {compute(3)}), plan_of(2, {compute(3)})}, FakeCosts(3, 1.0, 1, 1, true));
+  for (int r = 0; r < 3; ++r) EXPECT_NEAR(three.times[r][0].end, 9, kEps);
+}
+
+TEST(Simulator, ContentionOnOneDeviceIsTheDevicesNotTheRanks) {
+  // Rank 0 computes 10 s; rank 1 sends 4 bytes (4 s) to rank 2; contention 0.5 both ways.
+  // Own compute: rank 0 neither moves data nor shares a GEMM with the message: 10 and 4.
+  // One device: the GEMM slows while any rank moves data and the message while any GEMM runs:
+  // both at half speed until the message ends at t = 8; the GEMM's other 6 s alone: t = 14.
+  const std::vector<Plan> plans = {plan_of(0, {compute(10)}), plan_of(1, {message(TaskKind::send, 2, 0, 4)}),
+                                   plan_of(2, {message(TaskKind::recv, 1, 0, 4)})};
+  const SimResult own = detail::run_event_sim(plans, FakeCosts(3, 1.0, 0.5, 0.5));
+  EXPECT_NEAR(own.times[0][0].end, 10, kEps);
+  EXPECT_NEAR(own.times[1][0].end, 4, kEps);
+  const SimResult shared = detail::run_event_sim(plans, FakeCosts(3, 1.0, 0.5, 0.5, true));
+  EXPECT_NEAR(shared.times[1][0].end, 8, kEps);
+  EXPECT_NEAR(shared.times[2][0].end, 8, kEps);
+  EXPECT_NEAR(shared.times[0][0].end, 14, kEps);
 }
 
 TEST(Simulator, FlowsShareALinkAndSpeedUpWhenOneEnds) {

@@ -46,6 +46,13 @@ struct ComputeModel {
   double memory_GBps = 0;      // memory bandwidth: the roofline, and reductions / copies
   double launch_s = 0;         // fixed cost of every GEMM task (kernel launch, BLAS call); with a
                                // measured table it is already in the measured rates
+  /// Whose compute a rank's tasks run on. "rank" (the default, and a file without the field):
+  /// every rank has its own (a CPU core set, a GPU per rank). "device": every rank runs on ONE
+  /// device (cuda::LocalGroup: P ranks as streams on one GPU), so the compute tasks running at
+  /// once, on any ranks, share its rate equally (n at once: each at 1/n of its rate alone, which
+  /// the measured table or roofline gives for the whole device), and contention is the device's:
+  /// a GEMM slows while any rank moves data, data slows while any GEMM runs.
+  std::string sharing = "rank";
   bool operator==(const ComputeModel&) const = default;
 };
 
@@ -71,7 +78,12 @@ struct CollectiveModel {
 struct NetworkModel {
   /// "switch": every rank has a full-duplex link of bandwidth_GBps to a non-blocking switch
   ///   (NVSwitch, a shaped veth per rank); "shared": all traffic shares one medium of
-  ///   bandwidth_GBps (a shaped loopback); "two_level": ranks_per_node ranks per node on a
+  ///   bandwidth_GBps (a shaped loopback); "shared_duplex": all ranks share ONE full-duplex
+  ///   link, one direction out and one in, each of bandwidth_GBps (ranks on one GPU whose
+  ///   messages are staged device -> host -> device over its one PCIe link: every message
+  ///   crosses the out direction and the in direction, pipelined, so it moves at the smaller of
+  ///   its two shares), and a library collective's bus bytes of all P ranks cross it, so a
+  ///   collective moves at busbw_GBps / P; "two_level": ranks_per_node ranks per node on a
   ///   switch of bandwidth_GBps, nodes joined by nics_per_node links (NICs) per node of
   ///   inter_bandwidth_GBps each, local rank l using NIC l mod nics_per_node.
   std::string topology = "switch";

@@ -52,7 +52,7 @@ struct Event {
 class EventSimulator {
  public:
   EventSimulator(std::vector<Plan>& plans, const CostModel& costs, int all_ranks)
-      : plans_(plans), costs_(costs), all_ranks_(all_ranks) {}
+      : plans_(plans), costs_(costs), all_ranks_(all_ranks), shared_(costs.shared_compute()) {}
 
   SimResult run() {
     const auto wall_start = std::chrono::steady_clock::now();
@@ -150,14 +150,19 @@ class EventSimulator {
 
   double rate_of(const Activity& a) const {
     switch (a.kind) {
-      case Kind::compute:
-        return a.gemm && state_[a.rank].comm_active > 0 ? costs_.gemm_rate_while_comm() : 1.0;
+      case Kind::compute: {
+        // One device for all ranks: contention is the device's, and the tasks at once share it.
+        const bool slowed = a.gemm && (shared_ ? comm_ranks_ > 0 : state_[a.rank].comm_active > 0);
+        const double rate = slowed ? costs_.gemm_rate_while_comm() : 1.0;
+        return shared_ ? rate / double(std::max(1, computing_)) : rate;
+      }
       case Kind::copy:
       case Kind::latency: return 1.0;
       case Kind::flow: {
         double rate = kUnlimited;
         for (int l : a.links) rate = std::min(rate, costs_.link_bandwidths()[l] / double(link_flows_[l].size()));
-        if (state_[a.rank].gemm_running || state_[a.peer].gemm_running) rate *= costs_.comm_rate_while_gemm();
+        if (shared_ ? gemm_ranks_ > 0 : state_[a.rank].gemm_running || state_[a.peer].gemm_running)
+          rate *= costs_.comm_rate_while_gemm();
         return rate;
       }
       case Kind::collective: {
@@ -189,7 +194,14 @@ class EventSimulator {
     RankState& s = state_[rank];
     const bool before = s.comm_active > 0;
     s.comm_active += delta;
-    if (before != (s.comm_active > 0) && s.compute_activity >= 0) retime(s.compute_activity);
+    if (before == (s.comm_active > 0)) return;
+    const int ranks_before = comm_ranks_;
+    comm_ranks_ += before ? -1 : 1;
+    if (!shared_) {
+      if (s.compute_activity >= 0) retime(s.compute_activity);
+    } else if ((ranks_before > 0) != (comm_ranks_ > 0)) {
+      retime_computing();
+    }
   }
 
   void set_gemm_running(int rank, bool running) {
@@ -198,9 +210,21 @@ class EventSimulator {
     s.gemm_running = running;
     const int before = gemm_ranks_;
     gemm_ranks_ += running ? 1 : -1;
-    for (int f : s.flows) retime(f);
-    if ((before > 0) != (gemm_ranks_ > 0))
+    const bool toggled = (before > 0) != (gemm_ranks_ > 0);
+    if (!shared_) {
+      for (int f : s.flows) retime(f);
+    } else if (toggled) {
+      for (const RankState& other : state_)
+        for (int f : other.flows) retime(f);
+    }
+    if (toggled)
       for (int c : active_collectives_) retime(c);
+  }
+
+  // Shared compute: every running compute task's share changed.
+  void retime_computing() {
+    for (const RankState& s : state_)
+      if (s.compute_activity >= 0) retime(s.compute_activity);
   }
 
   // ---- tasks ----
@@ -225,6 +249,8 @@ class EventSimulator {
     a.gemm = task(rank, t).kind == TaskKind::gemm;
     a.remaining = costs_.compute_seconds(rank, task(rank, t));
     if (a.gemm) set_gemm_running(rank, true);
+    ++computing_;
+    if (shared_) retime_computing();  // before the new task joins: the others' shares shrink now
     s.compute_activity = add(std::move(a));
   }
 
@@ -353,6 +379,8 @@ class EventSimulator {
         RankState& s = state_[a.rank];
         s.compute_busy = false;
         s.compute_activity = -1;
+        --computing_;
+        if (shared_) retime_computing();
         if (a.gemm) set_gemm_running(a.rank, false);
         complete(a.rank, a.task);
         try_start_compute(a.rank);
@@ -438,6 +466,9 @@ class EventSimulator {
   std::vector<int> collective_posted_;  // per collective: ranks that have posted it
   std::vector<int> active_collectives_;
   int gemm_ranks_ = 0;
+  int comm_ranks_ = 0;  // ranks with a message or collective in flight
+  int computing_ = 0;   // compute tasks running (all ranks)
+  bool shared_;         // costs_.shared_compute(): one device for every rank
   double now_ = 0;
   SimResult result_;
 };

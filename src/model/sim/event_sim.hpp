@@ -45,6 +45,10 @@ class CostModel {
   /// Contention factors (1 = none): GEMM speed while its rank moves data, and the reverse.
   virtual double gemm_rate_while_comm() const = 0;
   virtual double comm_rate_while_gemm() const = 0;
+  /// Whether every rank runs on one device: compute tasks running at once (on any ranks) share
+  /// its rate equally, and the contention factors apply device-wide (a GEMM slows while any
+  /// rank moves data, a flow while any GEMM runs). No by default: each rank its own compute.
+  virtual bool shared_compute() const { return false; }
 };
 
 /// Runs every rank's plan to completion in virtual time. Throws Error(internal) on a deadlock.

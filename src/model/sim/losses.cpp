@@ -56,12 +56,17 @@ SimLosses sim_losses(const SimResult& result, const SimResult& serial, const Mac
   l.serial_s = serial.makespan_s;
   double pieces_alone = 0;
   int64_t gemm_calls = 0, other_tasks = 0;
-  for (const Task& t : result.plans[std::size_t(r)].tasks) {
-    if (t.kind == TaskKind::gemm) {
-      pieces_alone += costs.gemm_seconds_alone(t);
-      gemm_calls += fused ? (t.z.rows + options.tile_rows - 1) / options.tile_rows : 1;
-    } else {
-      ++other_tasks;
+  // Ranks on one device (compute.sharing = "device"): G is the device's time for every rank's
+  // GEMMs, so the pieces alone are every rank's, run one after another.
+  for (std::size_t p = 0; p < result.plans.size(); ++p) {
+    if (!costs.shared_compute() && p != std::size_t(r)) continue;
+    for (const Task& t : result.plans[p].tasks) {
+      if (t.kind == TaskKind::gemm) {
+        pieces_alone += costs.gemm_seconds_alone(t);
+        if (p == std::size_t(r)) gemm_calls += fused ? (t.z.rows + options.tile_rows - 1) / options.tile_rows : 1;
+      } else if (p == std::size_t(r)) {
+        ++other_tasks;
+      }
     }
   }
   l.dil_s = pieces_alone - l.gemm_alone_s;

@@ -148,9 +148,11 @@ Status MachineProfile::validate() const {
   for (const GemmPoint& p : compute.measured_16)
     if (p.m < 1 || p.n < 1 || p.k < 1 || p.gflops <= 0)
       return fail("compute.measured_16: every point needs m, n, k >= 1 and gflops > 0");
+  if (compute.sharing != "rank" && compute.sharing != "device")
+    return fail("compute.sharing " + in_quotes(compute.sharing) + " is not rank or device");
   const NetworkModel& n = network;
-  if (n.topology != "switch" && n.topology != "shared" && n.topology != "two_level")
-    return fail("network.topology " + in_quotes(n.topology) + " is not switch, shared or two_level");
+  if (n.topology != "switch" && n.topology != "shared" && n.topology != "shared_duplex" && n.topology != "two_level")
+    return fail("network.topology " + in_quotes(n.topology) + " is not switch, shared, shared_duplex or two_level");
   if (n.bandwidth_GBps <= 0) return fail("network.bandwidth_GBps must be > 0");
   if (n.alpha_s < 0 || n.inter_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
   if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
@@ -201,6 +203,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       f.number("efficiency", p.compute.efficiency);
       f.number("memory_GBps", p.compute.memory_GBps, true);
       f.number("launch_s", p.compute.launch_s);
+      f.text("sharing", p.compute.sharing);
       for (auto [key, points] : {std::pair{"measured", &p.compute.measured}, {"measured_16", &p.compute.measured_16}})
         if (const json* m = f.child(key)) {
           const std::string name = std::string("compute.") + key;
@@ -275,6 +278,8 @@ std::string to_json(const MachineProfile& p) {
                     {"efficiency", p.compute.efficiency}, {"memory_GBps", p.compute.memory_GBps},
                     {"launch_s", p.compute.launch_s}, {"measured", points(p.compute.measured)}};
   if (!p.compute.measured_16.empty()) doc["compute"]["measured_16"] = points(p.compute.measured_16);
+  // Written where it is not the default, so a profile of its own ranks reads as it always did.
+  if (p.compute.sharing != "rank") doc["compute"]["sharing"] = p.compute.sharing;
   doc["network"] = {{"topology", p.network.topology}, {"alpha_s", p.network.alpha_s},
                     {"bandwidth_GBps", p.network.bandwidth_GBps}, {"ranks_per_node", p.network.ranks_per_node},
                     {"inter_alpha_s", p.network.inter_alpha_s}, {"inter_bandwidth_GBps", p.network.inter_bandwidth_GBps},

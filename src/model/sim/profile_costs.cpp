@@ -25,6 +25,8 @@ ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& opti
   const double link = n.bandwidth_GBps * 1e9;
   if (n.topology == "shared") {
     bandwidths_.assign(1, link);
+  } else if (n.topology == "shared_duplex") {
+    bandwidths_.assign(2, link);  // out, in
   } else {
     bandwidths_.assign(2 * std::size_t(ranks), link);
     if (n.topology == "two_level") {
@@ -69,6 +71,9 @@ void ProfileCosts::links(int from, int to, std::vector<int>& out) const {
   if (from == to) return;
   if (profile_.network.topology == "shared") {
     out.push_back(0);
+  } else if (profile_.network.topology == "shared_duplex") {
+    out.push_back(0);
+    out.push_back(1);
   } else if (same_node(from, to)) {
     out.push_back(from);
     out.push_back(ranks_ + to);
@@ -100,7 +105,10 @@ int ProfileCosts::fold_link(int link, int period) const {
 
 bool ProfileCosts::foldable(int period) const {
   const NetworkModel& n = profile_.network;
-  if (period < 1 || ranks_ % period != 0 || n.topology == "shared") return false;
+  // One medium, one duplex link or one device's compute for all ranks: no period has its own.
+  if (period < 1 || ranks_ % period != 0 || n.topology == "shared" || n.topology == "shared_duplex" ||
+      shared_compute())
+    return false;
   // Nodes must not straddle periods: a period is whole nodes (one node, or a multiple).
   return n.topology != "two_level" || period % n.ranks_per_node == 0;
 }
@@ -130,7 +138,9 @@ double ProfileCosts::collective_bus_bytes(const Task& t) const {
 
 double ProfileCosts::collective_bus_rate(const Task& t) const {
   const CollectiveModel& m = model(t);
-  return (uses_nonblocking(m, nonblocking_) ? m.nonblocking_busbw_GBps : m.busbw_GBps) * 1e9;
+  const double busbw = (uses_nonblocking(m, nonblocking_) ? m.nonblocking_busbw_GBps : m.busbw_GBps) * 1e9;
+  // One duplex link for all: the bus bytes of every rank cross it (profile.hpp, shared_duplex).
+  return profile_.network.topology == "shared_duplex" ? busbw / double(ranks_) : busbw;
 }
 
 }  // namespace cofuse::detail

@@ -29,6 +29,7 @@ class ProfileCosts : public CostModel {
   double collective_bus_rate(const Task& task) const override;
   double gemm_rate_while_comm() const override { return profile_.contention.gemm_rate_while_comm; }
   double comm_rate_while_gemm() const override { return profile_.contention.comm_rate_while_gemm; }
+  bool shared_compute() const override { return profile_.compute.sharing == "device"; }
 
   /// GEMM time of one task alone, launches included (the simulator's DIL uses it).
   double gemm_seconds_alone(const Task& task) const;
@@ -45,7 +46,8 @@ class ProfileCosts : public CostModel {
   bool fused_;
   bool nonblocking_;
   double notice_s_;  // how late, on average, a completion is noticed
-  // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "two_level": the
+  // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "shared_duplex":
+  // [0] out, [1] in, for every rank; "two_level": the
   // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in, of which NIC j of node h is
   // h * nics + j (nics: the profile's nics_per_node, or one per rank).
   int nic_of(int rank) const;
