@@ -15,9 +15,12 @@ cudaDataType_t data_type(DType d) {
     case DType::f64: return CUDA_R_64F;
     case DType::bf16: return CUDA_R_16BF;
     case DType::f16: return CUDA_R_16F;
+    case DType::e4m3: return CUDA_R_8F_E4M3;
   }
   return CUDA_R_32F;
 }
+
+DType z_type(const GemmCall& c) { return c.z_dtype.value_or(c.dtype); }
 
 // The largest power of two (up to 256) dividing every address: cuBLASLt picks kernels that
 // assume at least this alignment, so a view at an odd offset must not get a 16-byte kernel.
@@ -43,7 +46,7 @@ LtGemm::~LtGemm() {
 }
 
 const LtGemm::Prepared& LtGemm::prepare(const GemmCall& g, unsigned alignment, std::size_t workspace_bytes) {
-  const Key key{int(g.dtype), g.m, g.n, g.k, g.ldx, g.ldy, g.ldz, g.trans_x, g.trans_y, alignment, workspace_bytes};
+  const Key key{int(g.dtype), int(z_type(g)), g.m, g.n, g.k, g.ldx, g.ldy, g.ldz, g.trans_x, g.trans_y, alignment, workspace_bytes};
   auto found = cache_.find(key);
   if (found != cache_.end()) return found->second;
 
@@ -64,6 +67,14 @@ const LtGemm::Prepared& LtGemm::prepare(const GemmCall& g, unsigned alignment, s
   const cublasComputeType_t compute =
       f64 ? CUBLAS_COMPUTE_64F : (g.dtype == DType::f32 && tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   check(cublasLtMatmulDescCreate(&p.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F), "cublasLtMatmulDescCreate");
+  if (g.dtype == DType::e4m3) {
+    // Off is cuBLASLt's default, said here because the tolerance counts on it: the tensor cores'
+    // fp8 sums are promoted to fp32 periodically (op_desc.cpp, tolerance()).
+    const int8_t fast_accumulation = 0;
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulation,
+                                         sizeof(fast_accumulation)),
+          "cublasLtMatmulDescSetAttribute(FAST_ACCUM)");
+  }
   // cuBLASLt's A is Y: its stored column-major form is op(Y)ᵀ when Y is not transposed.
   const cublasOperation_t op_a = g.trans_y ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N;
   check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
@@ -74,7 +85,7 @@ const LtGemm::Prepared& LtGemm::prepare(const GemmCall& g, unsigned alignment, s
   // Column-major shapes of the stored matrices: Y stored [k,n] row-major is [n,k] column-major.
   check(cublasLtMatrixLayoutCreate(&p.a, t, g.trans_y ? g.k : g.n, g.trans_y ? g.n : g.k, g.ldy), "cublasLtMatrixLayoutCreate(A)");
   check(cublasLtMatrixLayoutCreate(&p.b, t, g.trans_x ? g.m : g.k, g.trans_x ? g.k : g.m, g.ldx), "cublasLtMatrixLayoutCreate(B)");
-  check(cublasLtMatrixLayoutCreate(&p.c, t, g.n, g.m, g.ldz), "cublasLtMatrixLayoutCreate(C)");
+  check(cublasLtMatrixLayoutCreate(&p.c, data_type(z_type(g)), g.n, g.m, g.ldz), "cublasLtMatrixLayoutCreate(C)");
 
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -92,7 +103,8 @@ const LtGemm::Prepared& LtGemm::prepare(const GemmCall& g, unsigned alignment, s
   check(rc, "cublasLtMatmulAlgoGetHeuristic");
   if (found_count == 0)
     throw Error(ErrorCode::device, "cublasLtMatmulAlgoGetHeuristic found no algorithm for " + std::string(to_string(g.dtype)) +
-                                       " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
+                                       (z_type(g) != g.dtype ? std::string(" -> ") + to_string(z_type(g)) : std::string()) +
+                                       (g.trans_x ? " trans_x" : "") + (g.trans_y ? " trans_y" : "") + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
                                        " (alignment " + std::to_string(alignment) + " bytes)");
   p.algo = result.algo;
   release.keep = true;
@@ -103,14 +115,14 @@ void LtGemm::run(const GemmCall& g, cudaStream_t stream, void* workspace, std::s
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {  // an empty sum: Z = 0, or unchanged when accumulating
     if (!g.accumulate)
-      check(cudaMemset2DAsync(g.z, std::size_t(g.ldz) * dtype_size(g.dtype), 0, std::size_t(g.n) * dtype_size(g.dtype),
+      check(cudaMemset2DAsync(g.z, std::size_t(g.ldz) * dtype_size(z_type(g)), 0, std::size_t(g.n) * dtype_size(z_type(g)),
                               std::size_t(g.m), stream),
             "cudaMemset2DAsync");
     return;
   }
   const Prepared& p = prepare(g, alignment_of(g), workspace_bytes);
-  const double alpha64 = 1.0, beta64 = g.accumulate ? 1.0 : 0.0;
-  const float alpha32 = 1.0f, beta32 = g.accumulate ? 1.0f : 0.0f;
+  const double alpha64 = g.alpha, beta64 = g.accumulate ? 1.0 : 0.0;
+  const float alpha32 = g.alpha, beta32 = g.accumulate ? 1.0f : 0.0f;
   const bool f64 = g.dtype == DType::f64;
   check(cublasLtMatmul(handle_, p.desc, f64 ? static_cast<const void*>(&alpha64) : &alpha32, g.y, p.a, g.x, p.b,
                        f64 ? static_cast<const void*>(&beta64) : &beta32, g.z, p.c, g.z, p.c, &p.algo, workspace,

@@ -1,5 +1,6 @@
 // The CUDA single-device group on a real GPU: every op, the main schedules with both GPU
-// engines (ce: copy engines, sm: copy kernels), f32 / f64 / bf16 / f16, P = 1..4 ranks as
+// engines (ce: copy engines, sm: copy kernels), f32 / f64 / bf16 / f16 / e4m3 (fp8 with scales,
+// bf16 or f32 outputs, in cuBLASLt's one fp8 layout), P = 1..4 ranks as
 // streams on one device, checked against the independent double reference
 // (tests/support/local_reference.hpp) on random data with fresh seeds.
 //
@@ -17,6 +18,7 @@
 
 #include "cofuse/backend.hpp"
 #include "cofuse/cuda.hpp"
+#include "cofuse/model/plan.hpp"
 #include "support/local_reference.hpp"
 
 namespace cofuse {
@@ -76,7 +78,7 @@ struct DeviceRanks {
   void poison(const OpDesc& d) const {
     const LocalShapes s = d.local_shapes();
     for (const OpBuffers& b : buffers) {
-      ok(cudaMemset(b.c, 0xFF, std::size_t(s.c.elements()) * dtype_size(d.dtype)), "cudaMemset");
+      ok(cudaMemset(b.c, 0xFF, std::size_t(s.c.elements()) * dtype_size(buffer_dtype(d, Buf::c))), "cudaMemset");
       if (b.gathered) ok(cudaMemset(b.gathered, 0xFF, std::size_t(s.gathered.elements()) * dtype_size(d.dtype)), "cudaMemset");
     }
     ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -193,6 +195,50 @@ void sixteen_bit_accumulates_in_fp32_at_large_k() {
   std::cout << "16-bit at K = 4096: " << checked << " cases (seed " << seed << ")" << std::endl;
 }
 
+// e4m3 with per-tensor scales: every op in cuBLASLt's one fp8 layout (trans_a = 0, trans_b = 1:
+// "TN"), C in bf16 and in f32, P = 1..4, every main schedule the backend accepts (pieces of 16),
+// against the reference on the codes times the scales; then K = 4096, where the tolerance's
+// accumulation terms matter (op_desc.cpp: fp32 sums between the tensor cores' promotions).
+void fp8_with_scales_matches_the_reference() {
+  const uint64_t seed = std::random_device{}();
+  int checked = 0;
+  const std::pair<OpKind, Axis> ops[] = {{OpKind::ag_gemm, Axis::m}, {OpKind::ag_gemm, Axis::k}, {OpKind::gemm_rs, Axis::m},
+                                         {OpKind::gemm_rs, Axis::n}, {OpKind::gemm_ar, Axis::none}};
+  auto check = [&](OpDesc d, const char* text, const char* label) {
+    const Schedule s = *Schedule::parse(text);
+    if (!can_run(Backend::cuda_local, d, s).ok()) return;
+    const uint64_t case_seed = seed + uint64_t(checked++);
+    const double error = run_and_check(d, s, {}, case_seed);
+    const double tol = tolerance(d.dtype, d.k, d.output_dtype());
+    std::ostringstream what;
+    what << label << case_name(d, s, case_seed) << ": error " << error << " <= " << tol;
+    expect(error <= tol, what.str());
+  };
+  for (DType out : {DType::bf16, DType::f32})
+    for (int p : {1, 2, 3, 4})
+      for (auto [kind, axis] : ops)
+        for (const char* text : kSchedules) {
+          OpDesc d{kind, 32 * p, 64 * p, 64 * p, DType::e4m3, false, true, axis, p};
+          d.out_dtype = out;
+          d.scale_a = 0.375;  // codes in [-1, 1) standing for values in [-0.375, 0.375)
+          d.scale_b = 3.0;
+          check(d, text, "fp8: ");
+        }
+  const int small = checked;
+  expect(small > 150, "enough fp8 cases: " + std::to_string(small));
+  for (DType out : {DType::bf16, DType::f32})
+    for (auto [kind, axis] : {ops[1], ops[2], ops[4]})
+      for (const char* text : {"serial", "hetero-unfused-1d,engine=ce", "uniform-unfused-1d,chunks=2,engine=sm"}) {
+        OpDesc d{kind, 64, 64, 4096, DType::e4m3, false, true, axis, 2};
+        d.out_dtype = out;
+        d.scale_a = 2.0;
+        d.scale_b = 0.0625;
+        check(d, text, "fp8 K = 4096: ");
+      }
+  std::cout << "fp8 (e4m3, scaled): " << checked << " cases, " << checked - small << " at K = 4096 (seed " << seed << ")"
+            << std::endl;
+}
+
 void graph_replay_and_one_compute_stream_give_the_same_results() {
   const uint64_t seed = std::random_device{}();
   const OpDesc d{OpKind::gemm_rs, 256, 192, 512, DType::bf16, false, true, Axis::m, 4};
@@ -249,6 +295,11 @@ void rejects_schedules_it_cannot_run() {
   cuda::Settings none;
   none.compute_streams = 0;
   expect(throws_error([&] { cuda::LocalGroup(d, serial_schedule(), none); }), "zero compute streams are rejected");
+  // fp8 outside cuBLASLt's "TN" form, and pieces that are not multiples of 16 (can_run).
+  const OpDesc nn{OpKind::gemm_ar, 64, 64, 64, DType::e4m3, false, false, Axis::none, 2};
+  expect(throws_error([&] { cuda::LocalGroup(nn, serial_schedule()); }), "fp8 with trans_b=0 is rejected");
+  const OpDesc k24{OpKind::gemm_ar, 64, 64, 48, DType::e4m3, false, true, Axis::none, 2};
+  expect(throws_error([&] { cuda::LocalGroup(k24, serial_schedule()); }), "fp8 with K/P = 24 is rejected");
 }
 
 void rejects_bad_buffers() {
@@ -285,6 +336,7 @@ int run_all() {
   std::cout << "device 0: " << prop.name << std::endl;
   guarded("every_op_and_main_schedule_matches_the_reference", every_op_and_main_schedule_matches_the_reference);
   guarded("sixteen_bit_accumulates_in_fp32_at_large_k", sixteen_bit_accumulates_in_fp32_at_large_k);
+  guarded("fp8_with_scales_matches_the_reference", fp8_with_scales_matches_the_reference);
   guarded("graph_replay_and_one_compute_stream_give_the_same_results", graph_replay_and_one_compute_stream_give_the_same_results);
   guarded("timing_covers_every_operation", timing_covers_every_operation);
   guarded("rejects_bad_buffers", rejects_bad_buffers);

@@ -16,13 +16,18 @@ double op_at(DType t, const std::vector<char>& x, const MatrixShape& stored, boo
   return trans ? read(t, x, j * stored.cols + i) : read(t, x, i * stored.cols + j);
 }
 
-// The expected C_r of every rank, in double.
+// The expected C_r of every rank, in double. e4m3 codes stand for code·scale (exact in double:
+// a code has 4 significant bits), so the scales enter here, once, as the op's meaning.
 std::vector<std::vector<double>> expected(const OpDesc& d, const std::vector<Buffers>& in) {
   const LocalShapes s = d.local_shapes();
   const int p = d.ranks;
   std::vector<std::vector<double>> out(std::size_t(p), std::vector<double>(std::size_t(s.c.elements()), 0.0));
-  auto A = [&](int j, int64_t i, int64_t k) { return op_at(d.dtype, in[std::size_t(j)].bytes[0], s.a, d.trans_a, i, k); };
-  auto B = [&](int j, int64_t k, int64_t n) { return op_at(d.dtype, in[std::size_t(j)].bytes[1], s.b, d.trans_b, k, n); };
+  auto A = [&](int j, int64_t i, int64_t k) {
+    return d.scale_a * op_at(d.dtype, in[std::size_t(j)].bytes[0], s.a, d.trans_a, i, k);
+  };
+  auto B = [&](int j, int64_t k, int64_t n) {
+    return d.scale_b * op_at(d.dtype, in[std::size_t(j)].bytes[1], s.b, d.trans_b, k, n);
+  };
   for (int r = 0; r < p; ++r) {
     std::vector<double>& c = out[std::size_t(r)];
     const int64_t rows = s.c.rows, cols = s.c.cols;
@@ -56,6 +61,7 @@ double read(DType t, const std::vector<char>& v, int64_t i) {
     case DType::f32: return reinterpret_cast<const float*>(v.data())[i];
     case DType::bf16: return detail::bf16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
     case DType::f16: return detail::f16_to_float(reinterpret_cast<const uint16_t*>(v.data())[i]);
+    case DType::e4m3: return detail::e4m3_to_float(reinterpret_cast<const uint8_t*>(v.data())[i]);
   }
   return 0;
 }
@@ -64,18 +70,21 @@ void fill_nan(DType t, std::vector<char>& v) { cofuse::fill_nan(t, v.data(), int
 
 std::vector<Buffers> make_inputs(const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed) {
   const LocalShapes s = d.local_shapes();
-  const std::size_t e = dtype_size(d.dtype);
+  // Each buffer in its own element type (e4m3: C and the partial sums in the output type).
+  auto bytes = [&](Buf buf, int64_t elements) { return std::size_t(elements) * dtype_size(buffer_dtype(d, buf)); };
   std::vector<Buffers> ranks(std::size_t(d.ranks));
   for (int r = 0; r < d.ranks; ++r) {
     Buffers& b = ranks[std::size_t(r)];
-    b.bytes[0].resize(std::size_t(s.a.elements()) * e);
-    b.bytes[1].resize(std::size_t(s.b.elements()) * e);
-    b.bytes[2].resize(std::size_t(s.c.elements()) * e);
-    b.bytes[3].resize(std::size_t(s.gathered.elements()) * e);
-    b.bytes[4].resize(plans.empty() ? 0 : std::size_t(plans[std::size_t(r)].work_elements) * e);
+    b.bytes[0].resize(bytes(Buf::a, s.a.elements()));
+    b.bytes[1].resize(bytes(Buf::b, s.b.elements()));
+    b.bytes[2].resize(bytes(Buf::c, s.c.elements()));
+    b.bytes[3].resize(bytes(Buf::gathered, s.gathered.elements()));
+    b.bytes[4].resize(plans.empty() ? 0 : bytes(Buf::work, plans[std::size_t(r)].work_elements));
     fill_random(d.dtype, b.bytes[0].data(), s.a.elements(), seed, 2 * uint64_t(r));
     fill_random(d.dtype, b.bytes[1].data(), s.b.elements(), seed, 2 * uint64_t(r) + 1);
-    for (int i = 2; i < 5; ++i) fill_nan(d.dtype, b.bytes[i]);
+    fill_nan(buffer_dtype(d, Buf::c), b.bytes[2]);
+    fill_nan(buffer_dtype(d, Buf::gathered), b.bytes[3]);
+    fill_nan(buffer_dtype(d, Buf::work), b.bytes[4]);
   }
   return ranks;
 }
@@ -89,7 +98,7 @@ double rank_error(const OpDesc& d, const std::vector<Buffers>& ranks, const std:
   *gathered_ok = true;
   double diff = 0, norm = 0;
   for (int64_t i = 0; i < s.c.elements(); ++i) {
-    const double got = read(d.dtype, ranks[std::size_t(r)].bytes[2], i), w = want[std::size_t(r)][std::size_t(i)];
+    const double got = read(d.output_dtype(), ranks[std::size_t(r)].bytes[2], i), w = want[std::size_t(r)][std::size_t(i)];
     diff += (got - w) * (got - w);
     norm += w * w;
   }

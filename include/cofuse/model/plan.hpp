@@ -20,12 +20,29 @@ namespace cofuse {
 enum class Buf : uint8_t { a, b, c, gathered, work, wide };
 constexpr int kBufCount = 6;
 
-/// The element type of a view into `buf` in a plan of an op of `op_dtype`: f32 in the wide
-/// workspace, the op's dtype everywhere else.
-inline DType element_type(DType op_dtype, Buf buf) { return buf == Buf::wide ? DType::f32 : op_dtype; }
+/// The element type of the elements of `buf` in a plan of `desc` (and of the caller's buffers
+/// of that name): the one rule every executor, the plan's byte counts and the buffer checks
+/// follow.
+///   a, b, gathered: desc.dtype, the inputs (e4m3 moves as fp8: ag_gemm gathers 1-byte codes);
+///   c: desc.output_dtype();
+///   work: what the op's lowering keeps there: ag_gemm stages pieces of A (desc.dtype),
+///         gemm_rs and gemm_ar keep partial sums (desc.output_dtype());
+///   wide: f32 (partial sums of wire=f32).
+/// For every dtype but e4m3 the input and output types are one, so only `wide` differs.
+inline DType buffer_dtype(const OpDesc& desc, Buf buf) {
+  switch (buf) {
+    case Buf::a:
+    case Buf::b:
+    case Buf::gathered: return desc.dtype;
+    case Buf::c: return desc.output_dtype();
+    case Buf::work: return desc.op == OpKind::ag_gemm ? desc.dtype : desc.output_dtype();
+    case Buf::wide: return DType::f32;
+  }
+  return desc.dtype;
+}
 
 /// A row-major matrix view: `rows` rows of `cols` elements, `ld` elements between row starts,
-/// beginning `offset` elements into buffer `buf` (elements of the buffer's element_type).
+/// beginning `offset` elements into buffer `buf` (elements of the buffer's buffer_dtype).
 struct View {
   Buf buf = Buf::work;
   int64_t offset = 0;
@@ -81,7 +98,7 @@ struct Plan {
   Schedule schedule;
   int rank = 0;
   std::vector<Task> tasks;        // a topological order: every dep precedes its task
-  int64_t work_elements = 0;      // the workspace in elements of desc.dtype (the wide one
+  int64_t work_elements = 0;      // the workspace in elements of buffer_dtype(desc, Buf::work) (the wide one
                                   // follows it: workspace_bytes() is what a call needs)
   int64_t gathered_offset = -1;   // ag_gemm: where the gathered operand lives in the workspace
                                   // when the caller passes no gathered buffer; it is the last
@@ -89,7 +106,7 @@ struct Plan {
   int64_t wide_elements = 0;      // the wide workspace (f32 partial sums, wire=f32), in f32
   std::string order;              // how chunk order avoids deadlock, in words
 
-  /// The bytes of workspace one call needs: work_elements of desc.dtype, then the wide
+  /// The bytes of workspace one call needs: work_elements of the workspace's type, then the wide
   /// workspace from wide_offset_bytes(). caller_gathered: the caller passes the gathered
   /// operand (ag_gemm), so only the workspace before gathered_offset is needed (a plan with a
   /// wide workspace has no gathered operand; it needs all of it either way).

@@ -3,7 +3,8 @@
 // Deliberately shares nothing with the execution path: it gathers every rank's raw inputs with
 // a plain MPI_Allgather, rebuilds op(A_j) and op(B_j) in double from the op table in
 // op_desc.hpp with its own index arithmetic, computes this rank's expected output with plain
-// loops (no BLAS), and compares by relative Frobenius error.
+// loops (no BLAS), and compares by relative Frobenius error. e4m3 inputs are decoded exactly and
+// multiplied by the op's scales (OpDesc::scale_a, scale_b); C is read in desc.output_dtype().
 #pragma once
 
 #include <mpi.h>
@@ -18,7 +19,7 @@ namespace cofuse {
 
 struct CheckResult {
   double rel_error = 0;       // max over ranks of ‖C_r − ref_r‖_F / max(‖ref_r‖_F, ‖Σ_k|a·b|‖_F / √K)
-  double tolerance = 0;       // tolerance(desc.dtype, desc.k)
+  double tolerance = 0;       // tolerance(desc.dtype, desc.k, desc.output_dtype())
   int worst_rank = 0;         // the rank with the largest error
   bool gathered_ok = true;    // gathered A (if given) equals the ranks' A exactly, on every rank
   bool passed() const { return rel_error <= tolerance && gathered_ok; }

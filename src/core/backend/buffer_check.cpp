@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cofuse/model/plan.hpp"
 #include "core/common/half.hpp"
 
 namespace cofuse::detail {
@@ -21,9 +22,11 @@ struct Span {
 Span span_of(const OpDesc& desc, const LocalShapes& s, const OpBuffers& b, int which) {
   const void* p[] = {b.a, b.b, b.c, b.gathered};
   const MatrixShape shapes[] = {s.a, s.b, s.c, s.gathered};
+  const Buf bufs[] = {Buf::a, Buf::b, Buf::c, Buf::gathered};
   const char* begin = static_cast<const char*>(p[which]);
   if (begin == nullptr) return {};
-  return {begin, begin + shapes[which].elements() * static_cast<int64_t>(dtype_size(desc.dtype)), which >= 2};
+  const int64_t elem = static_cast<int64_t>(dtype_size(buffer_dtype(desc, bufs[which])));  // C of e4m3: the output type
+  return {begin, begin + shapes[which].elements() * elem, which >= 2};
 }
 
 std::string name_of(std::size_t ranks, std::size_t rank, int which) {

@@ -24,10 +24,11 @@ struct Rules {
 
 const Rules& rules_of(Backend backend) {
   // bf16 GEMMs through oneDNN or widened to f32 (cpu/compute/gemm.hpp); f16: Debian 12's oneDNN 2.6
-  // has no f16 matmul for CPUs.
+  // has no f16 matmul for CPUs; e4m3: cuBLASLt's fp8 GEMMs on sm90, in the layouts of
+  // fp8_gemm_problem() below (the CPU has no fp8 GEMM).
   static const Rules cpu{{DType::f32, DType::f64, DType::bf16}, {CommDriver::thread, CommDriver::inline_}, true};
-  static const Rules local{{DType::f32, DType::f64, DType::bf16, DType::f16}, {CommDriver::ce, CommDriver::sm}, false};
-  static const Rules nccl{{DType::f32, DType::f64, DType::bf16, DType::f16}, {CommDriver::sm}, false, false, true};
+  static const Rules local{{DType::f32, DType::f64, DType::bf16, DType::f16, DType::e4m3}, {CommDriver::ce, CommDriver::sm}, false};
+  static const Rules nccl{{DType::f32, DType::f64, DType::bf16, DType::f16, DType::e4m3}, {CommDriver::sm}, false, false, true};
   switch (backend) {
     case Backend::cpu_mpi: return cpu;
     case Backend::cuda_local: return local;
@@ -65,6 +66,31 @@ std::string non_contiguous_piece(const Task& t) {
   }
 }
 
+// cuBLASLt's fp8 GEMMs on sm90, as the cuBLAS documentation (cublasLtMatmul(), "FP8" and
+// "Tensor Core Usage") states them: A transposed and B not (the "TN" form; only Blackwell
+// data-center parts lift it), and every pointer and leading dimension 16-byte aligned. cofuse
+// maps a row-major Z[m,n] = op(X)·op(Y) to column-major by passing Y as cuBLASLt's A (TRANSA =
+// trans_y) and X as its B (TRANSB = trans_x) (cuda/lt_gemm.hpp), so TN is trans_y = 1, trans_x
+// = 0: X stored [m,k], Y stored [n,k], K the contiguous dimension of both. In OpDesc terms
+// that is trans_a = false, trans_b = true for every op (each GEMM lowering makes multiplies
+// op(A) pieces by op(B) pieces with the op's transposes). On top of the 16-byte rule on
+// pointers (view offsets here, the bases being the caller's) and leading dimensions, the
+// GEMM's K and N must be multiples of 16: cuBLASLt has no fp8 kernel for other sizes, which
+// is the rule PyTorch's scaled_mm found and checks (K and N of 16, M free). "" when `t` obeys.
+std::string fp8_gemm_problem(const OpDesc& d, const Task& t) {
+  if (t.kind != TaskKind::gemm) return "";
+  const int64_t k = t.trans_x ? t.x.rows : t.x.cols, n = t.z.cols;
+  const int64_t out_per_16 = 16 / int64_t(dtype_size(d.output_dtype()));  // output elements in 16 bytes
+  const std::string what = "'" + t.label + "': ";
+  if (k % 16 != 0 || n % 16 != 0)
+    return what + "a GEMM of K=" + std::to_string(k) + " and N=" + std::to_string(n) + " (both must be multiples of 16)";
+  if (t.x.ld % 16 != 0 || t.y.ld % 16 != 0 || t.x.offset % 16 != 0 || t.y.offset % 16 != 0)
+    return what + "an fp8 operand whose leading dimension or start is not a multiple of 16 elements (16 bytes)";
+  if (t.z.ld % out_per_16 != 0 || t.z.offset % out_per_16 != 0)
+    return what + "an output whose leading dimension or start is not a multiple of 16 bytes";
+  return "";
+}
+
 }  // namespace
 
 const char* to_string(Backend backend) {
@@ -86,6 +112,19 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   const Rules& rules = rules_of(backend);
   const bool cpu = backend == Backend::cpu_mpi;
 
+  if (cpu && desc.dtype == DType::e4m3)
+    return invalid(std::string(to_string(desc.op)) +
+                   ": dtype e4m3 (fp8) runs on the CUDA backends (cuda::LocalGroup, cuda::Group) on sm90 GPUs, through "
+                   "cuBLASLt's fp8 GEMMs; the CPU executor has no fp8 GEMM (it runs f32, f64 and bf16)");
+  const bool fp8 = desc.dtype == DType::e4m3;
+  // cuBLASLt's fp8 form (fp8_gemm_problem above): refused by the transposes first, for the
+  // clearest message; the sizes and pieces are checked on the plans below.
+  if (fp8 && (desc.trans_a || !desc.trans_b))
+    return invalid(std::string(to_string(desc.op)) + " e4m3 with trans_a=" + std::to_string(desc.trans_a) +
+                   " trans_b=" + std::to_string(desc.trans_b) +
+                   ": cuBLASLt's fp8 GEMMs on sm90 take only the \"TN\" form, which for cofuse's row-major ops is "
+                   "trans_a=0 trans_b=1 (A stored [M,K], B stored [N,K]: K contiguous in both); store the other "
+                   "operand transposed");
   if (!has(rules.dtypes, desc.dtype))
     return invalid(std::string("dtype ") + to_string(desc.dtype) +
                    " runs on the CUDA executor (cofuse/cuda.hpp); the CPU executor runs f32, f64 and bf16 (oneDNN 2.6, "
@@ -108,14 +147,24 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   // desc.validate() makes shards divide) and the buffers' row lengths (the same everywhere); only
   // offsets move with the rank. So past 16 ranks four stand for all (the first, second, middle
   // and last): lowering every rank made this check 1.5 s of each candidate at 1,024 ranks.
-  if (rules.contiguous_messages)
+  // The same four ranks stand for all in fp8's GEMM rules: a GEMM piece's sizes, leading
+  // dimensions and offsets modulo 16 are those of the same pieces on any rank.
+  if (rules.contiguous_messages || fp8)
     for (int rank = 0; rank < desc.ranks; ++rank) {
       if (desc.ranks > 16 && rank > 1 && rank != desc.ranks / 2 && rank != desc.ranks - 1) continue;
-      for (const Task& t : lower(desc, lowerable, rank).tasks)
+      for (const Task& t : lower(desc, lowerable, rank).tasks) {
+        if (fp8)
+          if (const std::string gemm = fp8_gemm_problem(desc, t); !gemm.empty())
+            return invalid("schedule " + s.to_string() + " for " + desc.to_string() + ": " + gemm +
+                           ", and cuBLASLt's fp8 GEMMs need K and N multiples of 16 and 16-byte aligned pointers "
+                           "and leading dimensions: use sizes whose pieces are multiples of 16 (K/P, N/P, and "
+                           "each chunk)");
+        if (!rules.contiguous_messages) continue;
         if (const std::string piece = non_contiguous_piece(t); !piece.empty())
           return invalid("schedule " + s.to_string() + ": " + piece + ", and NCCL moves contiguous buffers: " +
                          (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")
                                                      : std::string("use data=uniform (packs them) or split=1d")));
+      }
     }
   // NCCL issues a rank's i-th send and i-th receive as one group (build_rank_program). Where a
   // rank sends one block and receives another in the same step (direct exchange; two-level

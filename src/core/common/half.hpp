@@ -1,5 +1,6 @@
 // bf16 and IEEE half (f16) <-> float on the host, round to nearest even, for filling and
-// checking 16-bit buffers (the GPU computes with them; the host only converts).
+// checking 16-bit buffers (the GPU computes with them; the host only converts); element access
+// of a host buffer of any dtype (e4m3's conversions: fp8.hpp).
 #pragma once
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include "cofuse/op_desc.hpp"
+#include "core/common/fp8.hpp"
 
 namespace cofuse::detail {
 
@@ -48,24 +50,28 @@ inline float f16_to_float(uint16_t h) {
   return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-/// Element i of a host buffer of t, as a double (16-bit types converted exactly).
+/// Element i of a host buffer of t, as a double (16-bit and e4m3 values converted exactly; an
+/// e4m3 element is its code's value, unscaled: OpDesc::scale_a / scale_b are the reader's).
 inline double element_value(DType t, const void* data, int64_t i) {
   switch (t) {
     case DType::f64: return static_cast<const double*>(data)[i];
     case DType::f32: return static_cast<const float*>(data)[i];
     case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
     case DType::f16: return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::e4m3: return e4m3_to_float(static_cast<const uint8_t*>(data)[i]);
   }
   return 0;
 }
 
-/// Element i of a host buffer of t = v, rounded once to t (16-bit types: through f32).
+/// Element i of a host buffer of t = v, rounded once to t (16-bit types and e4m3: through f32;
+/// e4m3 saturates at ±448, see fp8.hpp).
 inline void store_element(DType t, void* data, int64_t i, double v) {
   switch (t) {
     case DType::f64: static_cast<double*>(data)[i] = v; break;
     case DType::f32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
     case DType::bf16: static_cast<uint16_t*>(data)[i] = float_to_bf16(static_cast<float>(v)); break;
     case DType::f16: static_cast<uint16_t*>(data)[i] = float_to_f16(static_cast<float>(v)); break;
+    case DType::e4m3: static_cast<uint8_t*>(data)[i] = float_to_e4m3(static_cast<float>(v)); break;
   }
 }
 

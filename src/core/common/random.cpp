@@ -28,6 +28,7 @@ void fill_nan(DType dtype, void* data, int64_t n) {
       case DType::f32: static_cast<float*>(data)[i] = std::numeric_limits<float>::quiet_NaN(); break;
       case DType::bf16: static_cast<uint16_t*>(data)[i] = 0x7fc0; break;  // quiet NaN: exponent all ones, top mantissa bit
       case DType::f16: static_cast<uint16_t*>(data)[i] = 0x7e00; break;
+      case DType::e4m3: static_cast<uint8_t*>(data)[i] = detail::kE4m3Nan; break;  // e4m3 has one NaN per sign
     }
 }
 

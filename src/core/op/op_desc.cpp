@@ -1,6 +1,7 @@
 // OpDesc: names, parsing, validation and the per-rank shapes of each op.
 #include "cofuse/op_desc.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -22,6 +23,7 @@ const char* to_string(DType dtype) {
     case DType::f64: return "f64";
     case DType::bf16: return "bf16";
     case DType::f16: return "f16";
+    case DType::e4m3: return "e4m3";
   }
   return "unknown_dtype";
 }
@@ -47,6 +49,7 @@ std::optional<DType> parse_dtype(std::string_view text) {
   if (text == "f64" || text == "double") return DType::f64;
   if (text == "bf16") return DType::bf16;
   if (text == "f16" || text == "fp16" || text == "half") return DType::f16;
+  if (text == "e4m3" || text == "fp8" || text == "e4m3fn") return DType::e4m3;
   return std::nullopt;
 }
 
@@ -62,6 +65,7 @@ std::size_t dtype_size(DType dtype) {
     case DType::f32: return 4;
     case DType::bf16:
     case DType::f16: return 2;
+    case DType::e4m3: return 1;
   }
   return 4;
 }
@@ -127,7 +131,36 @@ std::string op_label(const OpDesc& d) {
   return label;
 }
 
+// The output type and the scales, which only e4m3 varies: ok, or what is wrong (no op label).
+Status check_element_types(const OpDesc& d) {
+  auto bad = [](const std::string& what) { return Status(ErrorCode::invalid_argument, what); };
+  const bool fp8 = d.dtype == DType::e4m3;
+  const DType out = d.output_dtype();
+  if (fp8 && out != DType::bf16 && out != DType::f32)
+    return bad(std::string("out_dtype ") + to_string(out) +
+               " is not an output of e4m3 GEMMs; C and the partial sums of an e4m3 op are bf16 (the default) or f32");
+  if (!fp8 && out != d.dtype)
+    return bad(std::string("out_dtype ") + to_string(out) + " differs from dtype " + to_string(d.dtype) +
+               "; only e4m3 ops have an output type of their own (bf16 or f32)");
+  const std::pair<const char*, double> scales[] = {{"scale_a", d.scale_a}, {"scale_b", d.scale_b}};
+  for (auto [name, value] : scales) {
+    std::ostringstream v;
+    v << value;
+    if (!std::isfinite(value) || value <= 0)
+      return bad(std::string(name) + "=" + v.str() + " must be finite and > 0 (a per-tensor scale of e4m3 data)");
+    if (!fp8 && value != 1)
+      return bad(std::string(name) + "=" + v.str() + " applies to e4m3 ops only; " + to_string(d.dtype) +
+                 " data is unscaled (scale 1)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+DType OpDesc::output_dtype() const {
+  if (out_dtype) return *out_dtype;
+  return dtype == DType::e4m3 ? DType::bf16 : dtype;
+}
 
 Status OpDesc::validate() const {
   const std::string name = op_label(*this);
@@ -153,8 +186,11 @@ Status OpDesc::validate() const {
     }
   }
 
-  // Every buffer any rank or the reference touches must have a byte count that fits in 64 bits.
-  const std::size_t elem = dtype_size(dtype);
+  if (Status st = check_element_types(*this); !st.ok()) return fail(st.message());
+
+  // Every buffer any rank or the reference touches must have a byte count that fits in 64 bits
+  // (counted at the wider of the input and output types: both bound every buffer).
+  const std::size_t elem = std::max(dtype_size(dtype), dtype_size(output_dtype()));
   const std::pair<const char*, std::pair<int64_t, int64_t>> whole[] = {
       {"op(A) = M*K", {m, k}}, {"op(B) = K*N", {k, n}}, {"C = M*N", {m, n}}};
   for (const auto& [label, dims2] : whole) {
@@ -200,13 +236,33 @@ std::string OpDesc::to_string() const {
   out << cofuse::to_string(op) << " M=" << m << " N=" << n << " K=" << k << " " << cofuse::to_string(dtype)
       << " axis=" << cofuse::to_string(axis) << " trans_a=" << trans_a << " trans_b=" << trans_b
       << " ranks=" << ranks;
+  // Only e4m3 has these; the other dtypes print as they always did (logs, records, traces).
+  if (dtype == DType::e4m3)
+    out << " out=" << cofuse::to_string(output_dtype()) << " scale_a=" << scale_a << " scale_b=" << scale_b;
   return out.str();
 }
 
 double tolerance(DType dtype, int64_t k) {
+  return tolerance(dtype, k, dtype == DType::e4m3 ? DType::bf16 : dtype);
+}
+
+double tolerance(DType dtype, int64_t k, DType out) {
   // The rounding of a length-k dot product in the accumulation type grows like sqrt(k).
   auto accumulation = [k](double eps) { return 8.0 * eps * (std::sqrt(double(k)) + 4.0); };
   const double eps32 = std::numeric_limits<float>::epsilon();
+  if (dtype == DType::e4m3) {
+    // Two e4m3 values have 4-bit significands, so their product (8 bits) is exact in fp32 and
+    // the only rounding inside the GEMM is that of the sums: the f32 accumulation term. Hopper's
+    // fp8 tensor cores keep a narrower accumulator between cuBLASLt's promotions to fp32
+    // (CUBLASLT_MATMUL_DESC_FAST_ACCUM off, the default): DeepSeek-V3 (arXiv 2412.19437, 3.3.2)
+    // measured about 14 bits, and a relative error of up to 2% at K = 4096 with no promotion;
+    // with a promotion every 128 elements that bias shrinks about 32-fold, to 6e-4, which 2^-10
+    // (9.8e-4) bounds. Then the output rounded once to `out` and the partial sums that travel in
+    // it: 1 epsilon of `out`, as for the 16-bit types. A wrong result is far above: inputs
+    // quantized twice err by about 4e-2 (e4m3's epsilon is 2^-3), a scale left out by |1 - s|.
+    const double eps_out = out == DType::bf16 ? 0x1.0p-7 : (out == DType::f16 ? 0x1.0p-10 : eps32);
+    return accumulation(eps32) + 0x1.0p-10 + eps_out;
+  }
   if (dtype == DType::f64) return accumulation(std::numeric_limits<double>::epsilon());
   if (dtype == DType::f32) return accumulation(eps32);
   // 16-bit types: products summed in fp32 (the accumulation term), then the output rounded

@@ -71,12 +71,14 @@ int64_t reserve(int64_t& used, int64_t elements, std::size_t elem) {
 
 }  // namespace
 
-int64_t PlanBuilder::alloc(int64_t elements) { return reserve(plan_.work_elements, elements, dtype_size(plan_.desc.dtype)); }
+int64_t PlanBuilder::alloc(int64_t elements) {
+  return reserve(plan_.work_elements, elements, dtype_size(buffer_dtype(plan_.desc, Buf::work)));
+}
 
 int64_t PlanBuilder::alloc_wide(int64_t elements) { return reserve(plan_.wide_elements, elements, 4); }
 
 int64_t PlanBuilder::bytes_of(const View& v) const {
-  return v.elements() * static_cast<int64_t>(dtype_size(element_type(plan_.desc.dtype, v.buf)));
+  return v.elements() * static_cast<int64_t>(dtype_size(buffer_dtype(plan_.desc, v.buf)));
 }
 
 namespace {
@@ -120,7 +122,7 @@ int PlanBuilder::copy(TaskKind kind, const std::string& label, View from, View t
 }
 
 int PlanBuilder::reduce(const std::string& label, View into, View from, std::vector<int> deps, int step, int chunk) {
-  if (element_type(plan_.desc.dtype, into.buf) != element_type(plan_.desc.dtype, from.buf))
+  if (buffer_dtype(plan_.desc, into.buf) != buffer_dtype(plan_.desc, from.buf))
     throw Error(ErrorCode::internal, "lower: reduce '" + label + "' adds views of two element types");
   Task t = base_task(TaskKind::reduce, EngineId::compute, label, std::move(deps), step, chunk);  // arithmetic: cores
   t.x = from;

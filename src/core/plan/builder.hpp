@@ -49,7 +49,7 @@ class PlanBuilder {
   int64_t alloc(int64_t elements);
   /// The same in the wide workspace (f32 elements).
   int64_t alloc_wide(int64_t elements);
-  /// Bytes of a view's elements (f32 in the wide workspace, the op's dtype elsewhere).
+  /// Bytes of a view's elements (of buffer_dtype(desc, view.buf)).
   int64_t bytes_of(const View& v) const;
 
   int gemm(const std::string& label, View z, View x, bool trans_x, View y, bool trans_y, bool accumulate,

@@ -34,13 +34,14 @@ const char* to_string(Buf buf) {
 }
 
 int64_t Plan::wide_offset_bytes() const {
-  const int64_t bytes = work_elements * int64_t(dtype_size(desc.dtype));
+  const int64_t bytes = work_elements * int64_t(dtype_size(buffer_dtype(desc, Buf::work)));
   return (bytes + 63) / 64 * 64;
 }
 
 int64_t Plan::workspace_bytes(bool caller_gathered) const {
-  if (caller_gathered && gathered_offset >= 0 && wide_elements == 0) return gathered_offset * int64_t(dtype_size(desc.dtype));
-  return wide_elements > 0 ? wide_offset_bytes() + wide_elements * 4 : work_elements * int64_t(dtype_size(desc.dtype));
+  const int64_t elem = int64_t(dtype_size(buffer_dtype(desc, Buf::work)));
+  if (caller_gathered && gathered_offset >= 0 && wide_elements == 0) return gathered_offset * elem;
+  return wide_elements > 0 ? wide_offset_bytes() + wide_elements * 4 : work_elements * elem;
 }
 
 Plan lower(const OpDesc& desc, const Schedule& schedule, int rank) {
@@ -79,7 +80,7 @@ std::string Plan::dump() const {
   out << "plan for rank " << rank << " of " << desc.ranks << ": " << desc.to_string() << "\n";
   out << "schedule " << schedule.to_string() << "\n";
   out << "order    " << order << "\n";
-  out << "work     " << work_elements << " elements (" << work_elements * int64_t(dtype_size(desc.dtype))
+  out << "work     " << work_elements << " elements (" << work_elements * int64_t(dtype_size(buffer_dtype(desc, Buf::work)))
       << " bytes)";
   if (gathered_offset >= 0) out << "; G is the caller's gathered buffer, or W+" << gathered_offset;
   if (wide_elements > 0) out << "; F: " << wide_elements << " f32 partial sums from byte " << wide_offset_bytes();

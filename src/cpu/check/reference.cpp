@@ -69,11 +69,14 @@ Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, 
     const void* shard = all_a.data() + j * a_rows * a_cols * static_cast<int64_t>(elem);
     for (int64_t i = 0; i < a_rows; ++i)
       for (int64_t c = 0; c < a_cols; ++c) {
-        const double value = op_element(d.dtype, shard, d.trans_a, a_rows, a_cols, i, c);
+        const double value = op_element(d.dtype, shard, d.trans_a, a_rows, a_cols, i, c);  // unscaled: G is compared as stored
         if (stacked_by_rows) A.at(j * a_rows + i, c) = value;
         else A.at(i, j * a_cols + c) = value;
       }
   }
+  // e4m3 codes stand for code·scale (exact in double: a code has 4 significant bits); the other
+  // dtypes' scales are 1. A keeps the stored values for the gathered operand's bitwise check.
+  const double scale_a = d.scale_a;
   // The op(B) [K, cols] this rank multiplies by: its own shard (ag_gemm), or all shards stacked.
   const int64_t B_cols = b_cols;  // N/P for ag_gemm, N otherwise
   Dense B(K, B_cols);
@@ -82,7 +85,7 @@ Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, 
     const void* shard = all_b.data() + owner * b_rows * b_cols * static_cast<int64_t>(elem);
     for (int64_t i = 0; i < b_rows; ++i)
       for (int64_t c = 0; c < b_cols; ++c)
-        B.at(j * b_rows + i, c) = op_element(d.dtype, shard, d.trans_b, b_rows, b_cols, i, c);
+        B.at(j * b_rows + i, c) = d.scale_b * op_element(d.dtype, shard, d.trans_b, b_rows, b_cols, i, c);
   }
 
   // The block of the full product that this rank's C holds.
@@ -97,7 +100,7 @@ Reference::Reference(const OpDesc& d, const void* a_local, const void* b_local, 
     double* row = &expected_[static_cast<std::size_t>(i * cols)];
     std::fill(magnitude.begin(), magnitude.end(), 0.0);
     for (int64_t kk = 0; kk < K; ++kk) {
-      const double a = A.at(row0 + i, kk);
+      const double a = scale_a * A.at(row0 + i, kk);
       const double* b = &B.v[static_cast<std::size_t>(kk * B_cols + col0)];
       for (int64_t c = 0; c < cols; ++c) {
         row[c] += a * b[c];
@@ -117,7 +120,7 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
   detail::mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   double err2 = 0, ref2 = 0;
   for (std::size_t i = 0; i < expected_.size(); ++i) {
-    const double got = detail::element_value(d.dtype, c, static_cast<int64_t>(i)), want = expected_[i];
+    const double got = detail::element_value(d.output_dtype(), c, static_cast<int64_t>(i)), want = expected_[i];
     err2 += (got - want) * (got - want);
     ref2 += want * want;
   }
@@ -152,7 +155,7 @@ CheckResult Reference::check(const void* c, const void* gathered, MPI_Comm comm)
   CheckResult result;
   result.rel_error = worst.value;
   result.worst_rank = worst.rank;
-  result.tolerance = tolerance(d.dtype, d.k);
+  result.tolerance = tolerance(d.dtype, d.k, d.output_dtype());
   result.gathered_ok = gathered_ok != 0;
   return result;
 }

@@ -22,6 +22,7 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::f64: return MPI_DOUBLE;
     case DType::bf16:
     case DType::f16: return MPI_UINT16_T;
+    case DType::e4m3: return MPI_UINT8_T;  // codes moved as bytes (the reference gathers them; the CPU runs no fp8)
   }
   return MPI_FLOAT;
 }

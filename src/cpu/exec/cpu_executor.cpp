@@ -82,7 +82,7 @@ CpuExecutor::~CpuExecutor() {
   free_datatypes();
 }
 
-DType CpuExecutor::type_of(const View& v) const { return element_type(plan_.desc.dtype, v.buf); }
+DType CpuExecutor::type_of(const View& v) const { return buffer_dtype(plan_.desc, v.buf); }
 
 void* CpuExecutor::pointer(const View& v) const {
   return base_[static_cast<int>(v.buf)] + v.offset * static_cast<int64_t>(dtype_size(type_of(v)));

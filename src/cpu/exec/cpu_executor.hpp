@@ -85,7 +85,7 @@ class CpuExecutor {
   };
   static double now();  // steady-clock seconds, the time base of times()
   void* pointer(const View& view) const;
-  DType type_of(const View& view) const;  // its elements' type (element_type)
+  DType type_of(const View& view) const;  // its elements' type (buffer_dtype)
   bool deps_done(const Task& task) const;
   void mark_done(int task);
   void check_order(int task) const;  // ExecSettings::check_order, at the start of a task

@@ -1,7 +1,10 @@
 // Operation: agree across ranks, validate, check buffers, then hand the call to an executor
 // (CpuOperation, the backend of a given schedule; an `auto` one is made by the tuning library).
+#include <bit>
 #include <chrono>
+#include <iomanip>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,14 @@ detail::AgreedField enum_field(const char* name, E value) {
   return {name, static_cast<int64_t>(value), [](int64_t v) { return std::string(to_string(static_cast<E>(v))); }};
 }
 
+detail::AgreedField scale_field(const char* name, double value) {
+  return {name, std::bit_cast<int64_t>(value), [](int64_t v) {
+            std::ostringstream text;
+            text << std::setprecision(17) << std::bit_cast<double>(v);
+            return text.str();
+          }};
+}
+
 std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
   auto op_name = [](int64_t v) { return std::string(to_string(static_cast<OpKind>(v))); };
   auto dtype_name = [](int64_t v) { return std::string(to_string(static_cast<DType>(v))); };
@@ -42,6 +53,11 @@ std::vector<detail::AgreedField> fields_of(const OpDesc& d, const Schedule& s) {
       {"trans_b", d.trans_b, {}},
       {"axis", static_cast<int64_t>(d.axis), axis_name},
       {"ranks", d.ranks, {}},
+      // The output type as the op resolves it (an absent out_dtype and its default agree), and
+      // the scales bit for bit (an e4m3 op's C depends on them; any other op's must be 1).
+      {"out_dtype", static_cast<int64_t>(d.output_dtype()), dtype_name},
+      scale_field("scale_a", d.scale_a),
+      scale_field("scale_b", d.scale_b),
       enum_field("overlap", s.overlap),
       {"chunks", s.chunks, {}},
       enum_field("split", s.split),
