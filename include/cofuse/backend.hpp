@@ -12,8 +12,8 @@
 //                                    engine=inline (fused)          pieces (no data=hetero 2d coll)
 //   cuda_local  f32, f64, bf16, f16, fusion=unfused, engine=ce|sm   reductions of contiguous pieces
 //               e4m3
-//   cuda_nccl   f32, f64, bf16, f16, fusion=unfused, engine=sm      every message and collective
-//               e4m3                                                piece contiguous (NCCL)
+//   cuda_nccl   f32, f64, bf16, f16, fusion=unfused, engine=sm      engine=sm: every message and
+//               e4m3                 (NCCL) or engine=ce (CUDA IPC) collective piece contiguous
 // e4m3 (fp8, sm90, cuBLASLt) runs only as trans_a=0 trans_b=1 (cuBLASLt's "TN"), with K and N of
 // every GEMM piece multiples of 16 and its views 16-byte aligned (docs/cuda.md, "fp8").
 #pragma once

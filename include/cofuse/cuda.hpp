@@ -21,11 +21,15 @@
 //   engine=sm transfers are a copy kernel (SMs move the bytes, as NCCL does);
 //             reductions are a kernel either way, accumulating in fp32 (fp64 for f64).
 //   serial    (overlap=none) moves its collective with copy engines.
+//   link      Settings::link: transfers between ranks on the device (default) or staged through
+//             pinned host memory on the copy engines (Link::host: a real link beside the SMs).
 //   fusion=fused / engine=thread / engine=inline are CPU engines: rejected with a clear error.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
@@ -39,8 +43,30 @@ namespace cofuse::cuda {
 /// otherwise false, with the reason in *why (when given). Never throws.
 bool available(std::string* why = nullptr);
 
+/// What carries a message between two ranks of a LocalGroup.
+///   device  a device-to-device copy through the GPU's own memory (the default). All ranks
+///           share one HBM, so this "link" is as fast as the GEMM's memory and hides little;
+///           it tests the executor, not overlap.
+///   host    device -> pinned host staging -> device on the copy engines (cudaMemcpy over PCIe
+///           or C2C): a real link beside the SMs, about one 400 Gb/s network port per direction
+///           on a PCIe 5 x16 GPU, as between the nodes of tensor parallelism. Every transfer
+///           between ranks goes this way, serial's collectives too, in pieces of
+///           link_piece_bytes so that the device-to-host and host-to-device engines stream at
+///           once; copies within one rank (its own slot of an all-gather) stay on the device.
+///           A message read by several ranks crosses to the host once.
+enum class Link { device, host };
+
+/// "device" | "host".
+const char* to_string(Link link);
+/// Parses "device" | "host"; nullopt otherwise.
+std::optional<Link> parse_link(std::string_view text);
+
 struct Settings {
   int device = 0;                // the CUDA device the group runs on
+  Link link = Link::device;      // LocalGroup only: what carries messages between ranks (Link)
+  std::size_t link_piece_bytes = std::size_t(1) << 20;  // Link::host: bytes per staged piece
+                                 // (> 0); smaller pieces start the second engine sooner, larger
+                                 // ones cost fewer calls
   int compute_streams = 2;       // compute streams per rank (>= 1)
   bool tf32 = false;             // f32 GEMMs on TF32 tensor cores: faster, ~1e-3 relative error
   bool graph = false;            // capture the whole program once as a CUDA graph and replay it

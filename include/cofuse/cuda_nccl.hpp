@@ -11,7 +11,8 @@
 
 namespace cofuse::cuda {
 
-/// This rank's part of an op over NCCL. Its plan becomes a stream program of its own
+/// This rank's part of an op over NCCL (engine=sm, serial) or CUDA IPC (engine=ce, below).
+/// With NCCL, its plan becomes a stream program of its own
 /// (exec/stream_program.hpp: build_rank_program): GEMMs, copies and reductions as in LocalGroup;
 /// point-to-point steps as ncclSend/ncclRecv, the i-th send and i-th receive in one
 /// ncclGroupStart/End so that no two ranks wait on each other's sends; library collectives as
@@ -28,10 +29,12 @@ class Group {
   /// desc: the op; comm: the caller's communicator; schedule: how to run it; settings: as for
   /// LocalGroup, except that rank i of a node uses GPU i modulo the node's GPU count
   /// (settings.device is ignored).
-  /// Schedules: serial, or fusion=unfused with engine=sm. NCCL moves contiguous buffers, so
-  /// strided 2d pieces need data=uniform (packed first). engine=ce between processes (CUDA IPC
-  /// or NCCL window copies) is not built yet: Error(invalid_argument). Any rank's failure makes
-  /// every rank throw (one MPI_Allreduce) instead of leaving the others in NCCL.
+  /// Schedules: serial, or fusion=unfused with engine=sm (NCCL, which moves contiguous
+  /// buffers, so strided 2d pieces need data=uniform) or engine=ce (CUDA IPC: the ranks' merged
+  /// stream program, each process issuing its own rank's copies on the copy engines from the
+  /// peers' memory mapped into it, readiness by IPC events; docs/cuda.md). engine=ce needs
+  /// cudaMalloc'd buffers and refuses settings.graph. Any rank's failure makes every rank throw
+  /// (one MPI_Allreduce) instead of leaving the others in NCCL or MPI.
   Group(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const Settings& settings = {});
   ~Group();
   Group(Group&&) noexcept;

@@ -24,6 +24,7 @@ const char* numpy_name(DType dtype) {
     case DType::f64: return "float64";
     case DType::bf16: return "bfloat16";
     case DType::f16: return "float16";
+    case DType::e4m3: return "float8_e4m3fn";  // torch's name; the CPU executor refuses e4m3
   }
   return "?";
 }

@@ -7,6 +7,14 @@ namespace cofuse::cuda::detail {
 void check_runnable(Backend backend, const OpDesc& desc, const Schedule& s, const Settings& settings) {
   throw_if_error(can_run(backend, desc, s));
   if (settings.compute_streams < 1) throw Error(ErrorCode::invalid_argument, "cuda::Settings: compute_streams must be >= 1");
+  if (settings.link != Link::device && settings.link != Link::host)
+    throw Error(ErrorCode::invalid_argument, "cuda::Settings: link is neither Link::device nor Link::host");
+  if (settings.link == Link::host && backend != Backend::cuda_local)
+    throw Error(ErrorCode::invalid_argument,
+                "cuda::Settings: link=host stages the transfers of a single-GPU group (LocalGroup); between processes the "
+                "link is the communication library's");
+  if (settings.link == Link::host && settings.link_piece_bytes == 0)
+    throw Error(ErrorCode::invalid_argument, "cuda::Settings: link_piece_bytes must be > 0 for link=host");
   if (settings.graph && settings.timing)
     throw Error(ErrorCode::invalid_argument, "cuda::Settings: graph and timing cannot be combined (time the replay as a whole)");
 }

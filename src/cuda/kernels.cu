@@ -59,6 +59,7 @@ void by_type(Element dtype, F&& f) {
     case Element::f64: f(double{}); break;
     case Element::bf16: f(__nv_bfloat16{}); break;
     case Element::f16: f(__half{}); break;
+    case Element::byte: f(static_cast<unsigned char>(0)); break;
   }
 }
 
@@ -77,6 +78,7 @@ void launch_copy(cudaStream_t stream, Element dtype, Strided from, void* to, int
 void launch_sum(cudaStream_t stream, Element dtype, const Strided* sources, int count, bool accumulate, void* into,
                 int64_t into_ld, int64_t rows, int64_t cols) {
   if (rows * cols == 0) return;
+  if (dtype == Element::byte) throw Error(ErrorCode::internal, "sum kernel: fp8 codes are moved, never summed");
   if (count < 1 || count > kMaxSumSources)
     throw Error(ErrorCode::internal, "sum kernel: " + std::to_string(count) + " sources (1.." + std::to_string(kMaxSumSources) + ")");
   Sources s{};

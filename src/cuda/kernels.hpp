@@ -9,9 +9,9 @@
 
 namespace cofuse::cuda::detail {
 
-/// Element types, in cofuse::DType's order. The kernels compile as CUDA C++17, which the
-/// public headers (C++20) cannot be, so they take this instead of DType.
-enum class Element { f32, f64, bf16, f16 };
+/// Element types. The kernels compile as CUDA C++17, which the public headers (C++20) cannot
+/// be, so they take this instead of DType. byte: fp8 codes (e4m3), copied, never summed.
+enum class Element { f32, f64, bf16, f16, byte };
 
 struct Strided {
   const void* data = nullptr;

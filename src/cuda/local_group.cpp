@@ -25,6 +25,14 @@ bool available(std::string* why) {
   return true;
 }
 
+const char* to_string(Link link) { return link == Link::host ? "host" : "device"; }
+
+std::optional<Link> parse_link(std::string_view text) {
+  if (text == "device") return Link::device;
+  if (text == "host") return Link::host;
+  return std::nullopt;
+}
+
 struct LocalGroup::Impl {
   OpDesc desc;
   Schedule schedule;
@@ -44,8 +52,12 @@ struct LocalGroup::Impl {
     }
     detail::check(cudaSetDevice(st.device), "cudaSetDevice");
     // Copy engines move the bytes for engine=ce and for serial; engine=sm uses a copy kernel.
-    runner = std::make_unique<detail::ProgramRunner>(cofuse::detail::build_stream_program(plans, st.compute_streams),
-                                                     d.dtype, st, work, s.driver != CommDriver::sm);
+    // The host link stages pieces of link_piece_bytes (whole elements, at least one).
+    // Pieces are counted in elements of what moves (the workspace's type: A's or the partials').
+    const std::size_t moved = dtype_size(buffer_dtype(d, Buf::work));
+    const int64_t piece = st.link == Link::host ? std::max<int64_t>(1, int64_t(st.link_piece_bytes / moved)) : 0;
+    runner = std::make_unique<detail::ProgramRunner>(cofuse::detail::build_stream_program(plans, st.compute_streams, piece),
+                                                     d, st, work, s.driver != CommDriver::sm);
   }
 
   RunStats run(const std::vector<OpBuffers>& buffers) {

@@ -15,6 +15,7 @@
 #include "cpu/comm/mpi_util.hpp"
 #include "cpu/exec/call_deadline.hpp"
 #include "cuda/check.hpp"
+#include "cuda/group_backend.hpp"
 #include "cuda/group_common.hpp"
 #include "cuda/program_runner.hpp"
 
@@ -35,25 +36,9 @@ ncclDataType_t nccl_type(DType d) {
     case DType::f64: return ncclFloat64;
     case DType::bf16: return ncclBfloat16;
     case DType::f16: return ncclFloat16;
+    case DType::e4m3: return ncclUint8;  // fp8 codes travel as bytes; sums are in the output type
   }
   return ncclFloat32;
-}
-
-// This rank's index among the ranks of its node (collective over comm).
-int node_local_rank(MPI_Comm comm) {
-  using cofuse::detail::mpi_check;
-  MPI_Comm node = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-  int rank = 0;
-  const int rc = MPI_Comm_rank(node, &rank);
-  MPI_Comm_free(&node);
-  mpi_check(rc, "MPI_Comm_rank");
-  return rank;
-}
-
-// What a rank that did not fail says about one that did.
-std::function<std::string(int)> failed_to(const char* stage) {
-  return [stage](int rank) { return "cuda::Group: rank " + std::to_string(rank) + " failed " + stage; };
 }
 
 class NcclIssuer : public detail::CommIssuer {
@@ -96,7 +81,8 @@ class NcclIssuer : public detail::CommIssuer {
 
 }  // namespace
 
-struct Group::Impl {
+// engine=sm (and serial): NCCL carries the plan's communication.
+struct NcclGroup final : detail::GroupBackend {
   OpDesc desc;
   Settings settings;
   Plan plan;
@@ -105,57 +91,49 @@ struct Group::Impl {
   std::unique_ptr<detail::ProgramRunner> runner;
   cofuse::detail::CommState* state = nullptr;  // the CPU path's: duplicate, checked MPI, watchdog
 
-  Impl(const OpDesc& d, MPI_Comm c, const Schedule& asked, const Settings& st) : desc(d), settings(st) {
-    state = &cofuse::detail::comm_state(c);  // collective on first use, like agree()
-    agree(d, asked, c);                      // every rank throws the same Error when they differ
-    // A two-level schedule left to the machine gets this communicator's hosts (collective).
-    const Schedule s = cofuse::detail::with_machine_hosts(asked, state->comm);
+  NcclGroup(const OpDesc& d, cofuse::detail::CommState& st_, const Schedule& s, const Settings& st)
+      : desc(d), settings(st), state(&st_) {
     const int rank = state->rank, size = state->size;
     // NCCL's setup waits for every peer: a dead one would hang it without a deadline.
     const cofuse::detail::CallDeadline deadline(*state, st.deadline_s, "cuda::Group setup of " + d.to_string(),
                                                 [] { return std::string("setting up (MPI or NCCL)"); });
-    const int local_rank = node_local_rank(state->comm);  // collective: before anything can fail alone
+    const int local_rank = detail::node_local_rank(state->comm);  // collective: before anything can fail alone
     cofuse::detail::StreamProgram program;
     cofuse::detail::run_collectively(
         state->comm,
         [&] {
           try {
-            detail::check_runnable(Backend::cuda_nccl, d, s, st);
-            if (d.ranks != size)
-              throw Error(ErrorCode::invalid_argument, "cuda::Group: desc.ranks=" + std::to_string(d.ranks) +
-                                                           " on a communicator of " + std::to_string(size));
+            detail::check_group_runnable(d, s, st, size);
             plan = lower(d, s, rank);
             program = cofuse::detail::build_rank_program(plan, st.compute_streams);
-            int devices = 0;
-            detail::check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-            if (devices < 1) throw Error(ErrorCode::device, "no CUDA device");
-            detail::check(cudaSetDevice(local_rank % devices), "cudaSetDevice");
+            detail::use_node_device(local_rank);
           } catch (const Error& e) {
             cudaGetLastError();  // clear the error a runtime without a device leaves behind
             throw Error(e.code(), "cuda::Group on rank " + std::to_string(rank) + ": " + e.what(), e.where());
           }
         },
-        failed_to("to set up (see its message)"));
+        detail::failed_to("to set up (see its message)"));
 
     ncclUniqueId id{};
     cofuse::detail::run_collectively(
         state->comm, [&] { if (rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"); },
-        failed_to("to make an NCCL id"));
+        detail::failed_to("to make an NCCL id"));
     cofuse::detail::mpi_check(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, state->comm), "MPI_Bcast (NCCL id)");
     // Joining NCCL, streams and device memory can fail on one rank alone: agreed like the rest,
     // and the NCCL communicator released here, since a constructor that throws never runs ~Impl.
     try {
       cofuse::detail::run_collectively(
           state->comm, [&] { nccl_check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank"); },
-          failed_to("to join the NCCL communicator"));
+          detail::failed_to("to join the NCCL communicator"));
       cofuse::detail::run_collectively(
           state->comm,
           [&] {
-            issuer = std::make_unique<NcclIssuer>(nccl, d.dtype);
-            runner = std::make_unique<detail::ProgramRunner>(std::move(program), d.dtype, st,
+            // What travels: pieces of A (ag_gemm) or partial sums, the workspace's type.
+            issuer = std::make_unique<NcclIssuer>(nccl, buffer_dtype(d, Buf::work));
+            runner = std::make_unique<detail::ProgramRunner>(std::move(program), d, st,
                                                              std::vector<int64_t>{plan.work_elements}, true, issuer.get());
           },
-          failed_to("to make its streams and device memory"));
+          detail::failed_to("to make its streams and device memory"));
     } catch (...) {
       runner.reset();
       issuer.reset();
@@ -165,34 +143,48 @@ struct Group::Impl {
     }
   }
 
-  ~Impl() {
+  ~NcclGroup() override {
     runner.reset();
     if (nccl) ncclCommDestroy(nccl);
   }
 
-  RunStats run(const OpBuffers& buffers) {
+  RunStats run(const OpBuffers& buffers) override {
     const cofuse::detail::CallDeadline deadline(*state, settings.deadline_s,
                                                 desc.to_string() + " schedule " + plan.schedule.to_string() + " (cuda::Group)",
                                                 [] { return std::string("inside NCCL or a CUDA stream"); });
     // Device memory: pointer arithmetic only, no scan for NaN.
-    const std::string problem = cofuse::detail::buffer_problem(desc, {&buffers, 1});
-    std::optional<Error> failure;
-    if (!problem.empty())
-      failure = Error(ErrorCode::invalid_argument, "cuda::Group::run on rank " + std::to_string(state->rank) + ": " + problem);
-    cofuse::detail::agree_on_failure(state->comm, failure, failed_to("its buffer check"));
+    detail::check_group_buffers(*state, desc, buffers);
     return runner->run({detail::bases_of(desc, plan, runner->work(0), buffers)});
   }
+  const Plan& rank_plan() const override { return plan; }
+  std::string program() const override { return runner->program().dump(); }
+  const std::vector<OpTime>& op_times() const override { return runner->times(); }
 };
 
-Group::Group(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const Settings& settings)
-    : impl_(std::make_unique<Impl>(desc, comm, schedule, settings)) {}
+// Both forms start alike: the same agreement, hosts and checks, then the engine decides.
+struct Group::Impl {
+  std::unique_ptr<detail::GroupBackend> backend;
+};
+
+Group::Group(const OpDesc& desc, MPI_Comm comm, const Schedule& asked, const Settings& settings)
+    : impl_(std::make_unique<Impl>()) {
+  cofuse::detail::CommState& state = cofuse::detail::comm_state(comm);  // collective on first use, like agree()
+  agree(desc, asked, comm);  // every rank throws the same Error when they differ
+  // A two-level schedule left to the machine gets this communicator's hosts (collective).
+  const Schedule s = cofuse::detail::with_machine_hosts(asked, state.comm);
+  // Agreed above, so every rank takes the same branch.
+  if (s.overlap != Overlap::none && s.driver == CommDriver::ce)
+    impl_->backend = detail::make_ipc_group(desc, state, s, settings);
+  else
+    impl_->backend = std::make_unique<NcclGroup>(desc, state, s, settings);
+}
 Group::~Group() = default;
 Group::Group(Group&&) noexcept = default;
 Group& Group::operator=(Group&&) noexcept = default;
 
-RunStats Group::run(const OpBuffers& buffers) { return impl_->run(buffers); }
-const Plan& Group::plan() const { return impl_->plan; }
-std::string Group::program() const { return impl_->runner->program().dump(); }
-const std::vector<OpTime>& Group::op_times() const { return impl_->runner->times(); }
+RunStats Group::run(const OpBuffers& buffers) { return impl_->backend->run(buffers); }
+const Plan& Group::plan() const { return impl_->backend->rank_plan(); }
+std::string Group::program() const { return impl_->backend->program(); }
+const std::vector<OpTime>& Group::op_times() const { return impl_->backend->op_times(); }
 
 }  // namespace cofuse::cuda

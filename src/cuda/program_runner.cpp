@@ -18,9 +18,14 @@ namespace {
 bool is_comm(StreamOpKind k) { return k == StreamOpKind::send || k == StreamOpKind::recv || k == StreamOpKind::collective; }
 
 Element element_of(DType d) {
-  static_assert(int(DType::f32) == int(Element::f32) && int(DType::f64) == int(Element::f64) &&
-                int(DType::bf16) == int(Element::bf16) && int(DType::f16) == int(Element::f16));
-  return static_cast<Element>(d);
+  switch (d) {
+    case DType::f32: return Element::f32;
+    case DType::f64: return Element::f64;
+    case DType::bf16: return Element::bf16;
+    case DType::f16: return Element::f16;
+    case DType::e4m3: return Element::byte;  // moved, never summed
+  }
+  return Element::f32;
 }
 
 }  // namespace
@@ -37,6 +42,7 @@ struct ProgramRunner::Resources {
   std::vector<void*> memory;                  // cudaMalloc'd
   std::vector<char*> work;                    // per rank
   char* scratch = nullptr;
+  char* staging = nullptr;                    // pinned host memory (host link)
   std::vector<void*> gemm_work;               // per stream (compute streams only)
   std::unique_ptr<LtGemm> gemm;
   cudaGraphExec_t graph = nullptr;
@@ -65,18 +71,23 @@ struct ProgramRunner::Resources {
       if (s) cudaStreamDestroy(s);
     if (origin) cudaStreamDestroy(origin);
     for (void* p : memory) cudaFree(p);
+    if (staging) cudaFreeHost(staging);
   }
 };
 
-ProgramRunner::ProgramRunner(cofuse::detail::StreamProgram program, DType dtype, const Settings& settings,
-                             const std::vector<int64_t>& work_elements, bool copy_engines, CommIssuer* comm)
+ProgramRunner::ProgramRunner(cofuse::detail::StreamProgram program, const OpDesc& desc, const Settings& settings,
+                             const std::vector<int64_t>& work_elements, bool copy_engines, CommIssuer* comm, Peers* peers)
     : program_(std::move(program)),
-      dtype_(dtype),
+      desc_(desc),
       settings_(settings),
-      elem_(dtype_size(dtype)),
       copy_engines_(copy_engines),
       comm_(comm),
+      peers_(peers),
       r_(std::make_unique<Resources>()) {
+  if (peers_ && settings.graph)
+    throw Error(ErrorCode::invalid_argument,
+                "cuda::Settings: graph cannot be combined with ranks in several processes (engine=ce): each run's "
+                "order across processes is kept by messages between them");
   for (const StreamOp& op : program_.ops)
     if (is_comm(op.kind) && !comm_)
       throw Error(ErrorCode::internal, "ProgramRunner: '" + op.label + "' communicates, and no library was given");
@@ -89,16 +100,27 @@ ProgramRunner::ProgramRunner(cofuse::detail::StreamProgram program, DType dtype,
   r.streams.assign(std::size_t(program_.streams()), nullptr);
   r.gemm_work.assign(r.streams.size(), nullptr);
   for (int s = 0; s < program_.streams(); ++s) {
-    const bool comm_stream = s % program_.streams_per_rank() == program_.compute_streams;
+    if (!mine(s)) continue;  // another process's
+    const bool compute = program_.is_compute_stream(s);
     // Communication first: a transfer queued behind a GEMM delays every later piece.
-    check(cudaStreamCreateWithPriority(&r.streams[std::size_t(s)], cudaStreamNonBlocking, comm_stream ? greatest : least),
+    check(cudaStreamCreateWithPriority(&r.streams[std::size_t(s)], cudaStreamNonBlocking, compute ? least : greatest),
           "cudaStreamCreateWithPriority");
-    if (!comm_stream) r.gemm_work[std::size_t(s)] = r.allocate(settings.gemm_workspace_bytes);
+    if (compute) r.gemm_work[std::size_t(s)] = r.allocate(settings.gemm_workspace_bytes);
   }
   r.events.assign(program_.ops.size(), nullptr);
+  // Another process may wait for what this one records: those events are interprocess events.
+  const unsigned recorded = cudaEventDisableTiming | (peers_ ? cudaEventInterprocess : 0u);
   for (std::size_t i = 0; i < program_.ops.size(); ++i)
-    if (program_.ops[i].record) r.events[i] = r.event(cudaEventDisableTiming);
-  for (std::size_t i = 0; i < r.streams.size(); ++i) r.joins.push_back(r.event(cudaEventDisableTiming));
+    if (program_.ops[i].record && mine(program_.ops[i].stream)) r.events[i] = r.event(recorded);
+  waiters_.assign(program_.ops.size(), {});
+  for (const StreamOp& op : program_.ops)
+    for (int w : op.waits) {
+      const int by = op.stream / program_.streams_per_rank();
+      std::vector<int>& list = waiters_[std::size_t(w)];
+      if (!mine(program_.ops[std::size_t(w)].stream) || mine(op.stream) || !peers_) continue;
+      if (std::find(list.begin(), list.end(), by) == list.end()) list.push_back(by);
+    }
+  for (std::size_t i = 0; i < r.streams.size(); ++i) r.joins.push_back(mine(int(i)) ? r.event(cudaEventDisableTiming) : nullptr);
   r.fork = r.event(cudaEventDisableTiming);
   r.start = r.event(cudaEventDefault);
   r.stop = r.event(cudaEventDefault);
@@ -107,8 +129,18 @@ ProgramRunner::ProgramRunner(cofuse::detail::StreamProgram program, DType dtype,
       r.op_start.push_back(r.event(cudaEventDefault));
       r.op_end.push_back(r.event(cudaEventDefault));
     }
-  for (int64_t elements : work_elements) r.work.push_back(static_cast<char*>(r.allocate(std::size_t(elements) * elem_)));
-  r.scratch = static_cast<char*>(r.allocate(std::size_t(program_.scratch_elements) * elem_));
+  for (std::size_t rank = 0; rank < work_elements.size(); ++rank)
+    r.work.push_back(!peers_ || int(rank) == peers_->rank()
+                         ? static_cast<char*>(r.allocate(std::size_t(work_elements[rank]) * dtype_size(buffer_dtype(desc, Buf::work))))
+                         : nullptr);
+  // Group scratch belongs to rank 0 (its device); the other processes open it (use_scratch).
+  if (!peers_ || peers_->rank() == 0)
+    r.scratch = static_cast<char*>(r.allocate(std::size_t(program_.scratch_elements) * dtype_size(type_of({cofuse::detail::kScratchRank, {}}))));
+  // Pinned, so that the copy engines move it by DMA without a driver bounce buffer.
+  if (program_.staging_elements > 0)
+    check(cudaHostAlloc(reinterpret_cast<void**>(&r.staging), std::size_t(program_.staging_elements) * dtype_size(type_of({cofuse::detail::kStagingRank, {}})),
+                        cudaHostAllocDefault),
+          "cudaHostAlloc");
   r.gemm = std::make_unique<LtGemm>(settings.tf32);
 }
 
@@ -116,9 +148,46 @@ ProgramRunner::~ProgramRunner() = default;
 
 char* ProgramRunner::work(int rank) const { return r_->work[std::size_t(rank)]; }
 
+std::vector<std::pair<int, cudaEvent_t>> ProgramRunner::own_events() const {
+  std::vector<std::pair<int, cudaEvent_t>> out;
+  for (std::size_t i = 0; i < program_.ops.size(); ++i)
+    if (r_->events[i] && mine(program_.ops[i].stream)) out.emplace_back(int(i), r_->events[i]);
+  return out;
+}
+
+std::vector<int> ProgramRunner::awaited() const {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < program_.ops.size(); ++i)
+    if (peers_ && program_.ops[i].record && !mine(program_.ops[i].stream)) {
+      bool waited_here = false;
+      for (const StreamOp& op : program_.ops)
+        if (mine(op.stream) && std::find(op.waits.begin(), op.waits.end(), int(i)) != op.waits.end()) waited_here = true;
+      if (waited_here) out.push_back(int(i));
+    }
+  return out;
+}
+
+void ProgramRunner::use_peer_events(const std::vector<cudaEvent_t>& opened) {
+  const std::vector<int> ops = awaited();
+  if (opened.size() != ops.size())
+    throw Error(ErrorCode::internal, "ProgramRunner: " + std::to_string(opened.size()) + " peer events for " +
+                                         std::to_string(ops.size()) + " awaited operations");
+  for (std::size_t k = 0; k < ops.size(); ++k) r_->events[std::size_t(ops[k])] = opened[k];
+}
+
+char* ProgramRunner::scratch() const { return r_->scratch; }
+
+void ProgramRunner::use_scratch(char* scratch) { r_->scratch = scratch; }
+
 char* ProgramRunner::at(const RankView& v) const {
-  char* b = v.rank < 0 ? r_->scratch : bases_[std::size_t(v.rank)][static_cast<std::size_t>(v.view.buf)];
-  return b + v.view.offset * int64_t(elem_);
+  char* b = v.rank == cofuse::detail::kScratchRank   ? r_->scratch
+            : v.rank == cofuse::detail::kStagingRank ? r_->staging
+                                                     : bases_[std::size_t(v.rank)][static_cast<std::size_t>(v.view.buf)];
+  return b + v.view.offset * int64_t(dtype_size(type_of(v)));
+}
+
+DType ProgramRunner::type_of(const RankView& v) const {
+  return buffer_dtype(desc_, v.rank < 0 ? Buf::work : v.view.buf);
 }
 
 void ProgramRunner::issue(const StreamOp& op, cudaStream_t stream) {
@@ -127,30 +196,36 @@ void ProgramRunner::issue(const StreamOp& op, cudaStream_t stream) {
     case StreamOpKind::gemm: {
       const View& x = op.srcs[0].view;
       const View& y = op.srcs[1].view;
-      const GemmCall call{dtype_, d.rows, d.cols, op.trans_x ? x.rows : x.cols, at(op.srcs[0]), x.ld, op.trans_x,
-                          at(op.srcs[1]), y.ld, op.trans_y, at(op.dst), d.ld, op.accumulate};
+      GemmCall call{type_of(op.srcs[0]), d.rows, d.cols, op.trans_x ? x.rows : x.cols, at(op.srcs[0]), x.ld, op.trans_x,
+                    at(op.srcs[1]), y.ld, op.trans_y, at(op.dst), d.ld, op.accumulate, type_of(op.dst)};
+      // Per-tensor scales (e4m3): Z = scale_a·scale_b · (A·B) is alpha.
+      if (desc_.dtype == DType::e4m3) call.alpha = float(desc_.scale_a * desc_.scale_b);
       r_->gemm->run(call, stream, r_->gemm_work[std::size_t(op.stream)], settings_.gemm_workspace_bytes);
       return;
     }
     case StreamOpKind::copy: {
       const View& s = op.srcs[0].view;
-      if (copy_engines_)
-        check(cudaMemcpy2DAsync(at(op.dst), std::size_t(d.ld) * elem_, at(op.srcs[0]), std::size_t(s.ld) * elem_,
-                                std::size_t(d.cols) * elem_, std::size_t(d.rows), cudaMemcpyDeviceToDevice, stream),
+      // The host link is the copy engines whatever the engine: host staging is never a kernel's.
+      const bool staged = op.dst.rank == cofuse::detail::kStagingRank || op.srcs[0].rank == cofuse::detail::kStagingRank;
+      const std::size_t elem = dtype_size(type_of(op.dst));
+      if (copy_engines_ || staged)
+        check(cudaMemcpy2DAsync(at(op.dst), std::size_t(d.ld) * elem, at(op.srcs[0]), std::size_t(s.ld) * elem,
+                                std::size_t(d.cols) * elem, std::size_t(d.rows),
+                                staged ? cudaMemcpyDefault : cudaMemcpyDeviceToDevice, stream),
               "cudaMemcpy2DAsync");
       else
-        launch_copy(stream, element_of(dtype_), {at(op.srcs[0]), s.ld}, at(op.dst), d.ld, d.rows, d.cols);
+        launch_copy(stream, element_of(type_of(op.dst)), {at(op.srcs[0]), s.ld}, at(op.dst), d.ld, d.rows, d.cols);
       return;
     }
     case StreamOpKind::add:
-      launch_add(stream, element_of(dtype_), {at(op.srcs[0]), op.srcs[0].view.ld}, at(op.dst), d.ld, d.rows, d.cols);
+      launch_add(stream, element_of(type_of(op.dst)), {at(op.srcs[0]), op.srcs[0].view.ld}, at(op.dst), d.ld, d.rows, d.cols);
       return;
     case StreamOpKind::sum: {
       std::vector<Strided> sources;
       for (const RankView& s : op.srcs) sources.push_back({at(s), s.view.ld});
       for (std::size_t first = 0; first < sources.size(); first += kMaxSumSources) {
         const int count = int(std::min<std::size_t>(kMaxSumSources, sources.size() - first));
-        launch_sum(stream, element_of(dtype_), sources.data() + first, count, first > 0, at(op.dst), d.ld, d.rows, d.cols);
+        launch_sum(stream, element_of(type_of(op.dst)), sources.data() + first, count, first > 0, at(op.dst), d.ld, d.rows, d.cols);
       }
       return;
     }
@@ -165,16 +240,24 @@ void ProgramRunner::issue(const StreamOp& op, cudaStream_t stream) {
 void ProgramRunner::enqueue_program() {
   Resources& r = *r_;
   check(cudaEventRecord(r.fork, r.origin), "cudaEventRecord");
-  for (cudaStream_t s : r.streams) check(cudaStreamWaitEvent(s, r.fork, 0), "cudaStreamWaitEvent");
+  for (cudaStream_t s : r.streams)
+    if (s) check(cudaStreamWaitEvent(s, r.fork, 0), "cudaStreamWaitEvent");
   const std::vector<StreamOp>& ops = program_.ops;
   for (std::size_t i = 0; i < ops.size();) {
     // A group of communication operations goes as one: every wait first, then the library call.
     std::size_t end = i + 1;
     if (is_comm(ops[i].kind) && ops[i].group >= 0)
       while (end < ops.size() && ops[end].group == ops[i].group) ++end;
+    if (!mine(ops[i].stream)) {  // another process issues it
+      i = end;
+      continue;
+    }
     cudaStream_t stream = r.streams[std::size_t(ops[i].stream)];
     for (std::size_t j = i; j < end; ++j)
-      for (int w : ops[j].waits) check(cudaStreamWaitEvent(stream, r.events[std::size_t(w)], 0), "cudaStreamWaitEvent");
+      for (int w : ops[j].waits) {
+        if (!mine(ops[std::size_t(w)].stream)) peers_->await(w);
+        check(cudaStreamWaitEvent(stream, r.events[std::size_t(w)], 0), "cudaStreamWaitEvent");
+      }
     if (settings_.timing)
       for (std::size_t j = i; j < end; ++j) check(cudaEventRecord(r.op_start[j], stream), "cudaEventRecord");
     if (is_comm(ops[i].kind)) {
@@ -187,10 +270,12 @@ void ProgramRunner::enqueue_program() {
     for (std::size_t j = i; j < end; ++j) {
       if (settings_.timing) check(cudaEventRecord(r.op_end[j], stream), "cudaEventRecord");
       if (ops[j].record) check(cudaEventRecord(r.events[j], stream), "cudaEventRecord");
+      if (!waiters_[j].empty()) peers_->recorded(int(j), waiters_[j]);
     }
     i = end;
   }
   for (std::size_t s = 0; s < r.streams.size(); ++s) {
+    if (!r.streams[s]) continue;
     check(cudaEventRecord(r.joins[s], r.streams[s]), "cudaEventRecord");
     check(cudaStreamWaitEvent(r.origin, r.joins[s], 0), "cudaStreamWaitEvent");
   }
@@ -228,6 +313,7 @@ RunStats ProgramRunner::run(const Bases& bases) {
   check(cudaEventRecord(r.stop, r.origin), "cudaEventRecord");
   check(cudaEventSynchronize(r.stop), "cudaEventSynchronize");
   check(cudaGetLastError(), "the program's kernels");
+  if (peers_) peers_->finish_run();
   float ms = 0;
   check(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime");
   RunStats stats;
@@ -242,6 +328,7 @@ void ProgramRunner::collect_times(RunStats& stats) {
   times_.assign(program_.ops.size(), {});
   std::vector<TaskTime> spans(program_.ops.size());
   for (std::size_t i = 0; i < program_.ops.size(); ++i) {
+    if (!mine(program_.ops[i].stream)) continue;  // timed by its own process
     float a = 0, b = 0;
     check(cudaEventElapsedTime(&a, r_->start, r_->op_start[i]), "cudaEventElapsedTime");
     check(cudaEventElapsedTime(&b, r_->start, r_->op_end[i]), "cudaEventElapsedTime");

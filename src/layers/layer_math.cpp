@@ -1,8 +1,10 @@
 #include "layers/layer_math.hpp"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "cofuse/status.hpp"
 #include "core/common/half.hpp"
 
 namespace cofuse::detail {
@@ -32,7 +34,9 @@ void typed(DType t, F&& f) {
     case DType::f32: return f(Plain<float>{});
     case DType::bf16: return f(Sixteen<bf16_to_float, float_to_bf16>{});
     case DType::f16: return f(Sixteen<f16_to_float, float_to_f16>{});
+    case DType::e4m3: break;  // the layers' element types are the CPU's (can_run refuses e4m3)
   }
+  throw Error(ErrorCode::invalid_argument, std::string("layer math: no ") + to_string(t) + " arithmetic on the CPU");
 }
 
 constexpr double kGeluC = 0.7978845608028654;  // √(2/π)

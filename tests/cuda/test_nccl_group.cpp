@@ -1,6 +1,9 @@
-// cuda::Group (one rank per process and GPU, NCCL) under mpirun. A plain program, as
-// test_cuda_local.cpp: ends with a summary line on rank 0; exit 0 = passed, 1 = a failure,
-// 77 = fewer GPUs than ranks (the checks that need none still ran), reported as skipped.
+// cuda::Group (one rank per process) under mpirun, in both forms: NCCL (engine=sm and serial,
+// one GPU per rank) and CUDA IPC (engine=ce: copy engines between the processes' memory; the
+// processes may share one GPU). A plain program, as test_cuda_local.cpp: ends with a summary
+// line on rank 0; exit 0 = passed, 1 = a failure, 77 = a form was not run for want of GPUs (the
+// checks that need none still ran), reported as skipped. Built twice: cofuse_nccl_tests runs
+// both forms, cofuse_cuda_ipc_tests (COFUSE_IPC_ONLY) only engine=ce, for one GPU.
 //
 // Without GPUs it still checks what must never hang: schedules this executor refuses, and a
 // machine without a usable GPU, make EVERY rank throw, none left waiting in NCCL or MPI.
@@ -45,8 +48,15 @@ void ok(cudaError_t rc, const char* what) {
 
 void refuses_what_it_cannot_run(int size) {
   const OpDesc d{OpKind::gemm_rs, 8 * size, 16, 8 * size, DType::f32, false, false, Axis::m, size};
-  const std::string ce = error_of([&] { cuda::Group(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d,engine=ce")); });
-  expect(ce.find("engine=ce between processes") != std::string::npos, "engine=ce is refused: " + ce);
+  cuda::Settings graph;
+  graph.graph = true;
+  const std::string ce =
+      error_of([&] { cuda::Group(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d,engine=ce"), graph); });
+  expect(ce.find("graph is not offered with engine=ce") != std::string::npos, "engine=ce refuses graph capture: " + ce);
+  cuda::Settings host;
+  host.link = cuda::Link::host;
+  const std::string link = error_of([&] { cuda::Group(d, MPI_COMM_WORLD, *Schedule::parse("hetero-unfused-1d,engine=sm"), host); });
+  expect(link.find("link=host stages the transfers of a single-GPU group") != std::string::npos, "link=host is refused: " + link);
   // All-gather's 2d pieces are column tiles of A: strided, sent as they are with data=hetero.
   const OpDesc ag{OpKind::ag_gemm, 8 * size, 16, 32, DType::f32, false, false, Axis::m, size};
   const std::string strided =
@@ -56,16 +66,21 @@ void refuses_what_it_cannot_run(int size) {
   expect(cpu.find("CPU engines") != std::string::npos, "a CPU schedule is refused: " + cpu);
 }
 
-const char* kSchedules[] = {"serial", "shard,engine=sm", "hetero-unfused-1d,engine=sm", "uniform-unfused-2d,engine=sm",
-                            "hetero-unfused-1d,chunks=2,engine=sm,algo=coll", "uniform-unfused-1d,chunks=3,engine=sm,algo=direct"};
+const char* kNcclSchedules[] = {"serial", "shard,engine=sm", "hetero-unfused-1d,engine=sm", "uniform-unfused-2d,engine=sm",
+                                "hetero-unfused-1d,chunks=2,engine=sm,algo=coll", "uniform-unfused-1d,chunks=3,engine=sm,algo=direct"};
+// engine=ce copies 2d views, so strided pieces (hetero 2d) run too.
+const char* kIpcSchedules[] = {"shard,engine=ce", "hetero-unfused-1d,engine=ce", "hetero-unfused-2d,engine=ce,algo=ring",
+                               "uniform-unfused-2d,engine=ce", "hetero-unfused-1d,chunks=2,engine=ce,algo=coll",
+                               "uniform-unfused-1d,chunks=3,engine=ce,algo=direct"};
 
-void every_op_matches_the_reference(int rank, int size, uint64_t seed) {
+template <std::size_t N>
+void every_op_matches_the_reference(int rank, int size, uint64_t seed, const char* const (&schedules)[N]) {
   int checked = 0;
   const std::pair<OpKind, Axis> ops[] = {{OpKind::ag_gemm, Axis::m}, {OpKind::ag_gemm, Axis::k}, {OpKind::gemm_rs, Axis::m},
                                          {OpKind::gemm_rs, Axis::n}, {OpKind::gemm_ar, Axis::none}};
   for (DType t : {DType::f32, DType::bf16})
     for (auto [kind, axis] : ops)
-      for (const char* text : kSchedules) {
+      for (const char* text : schedules) {
         const OpDesc d{kind, 24 * size, 40 * size, 56 * size, t, false, true, axis, size};
         const Schedule s = *Schedule::parse(text);
         if (!can_run(Backend::cuda_nccl, d, s).ok()) continue;  // refusals: refuses_what_it_cannot_run
@@ -80,6 +95,8 @@ void every_op_matches_the_reference(int rank, int size, uint64_t seed) {
           }
         cuda::Group group(d, MPI_COMM_WORLD, s);
         group.run({p[0], p[1], p[2], kind == OpKind::ag_gemm ? p[3] : nullptr});
+        // A second run on the same buffers: engine=ce reuses its mappings and events.
+        if (s.driver == CommDriver::ce) group.run({p[0], p[1], p[2], kind == OpKind::ag_gemm ? p[3] : nullptr});
         for (int i : {2, 3})
           if (p[i]) ok(cudaMemcpy(mine.bytes[i].data(), p[i], mine.bytes[i].size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
         for (void* q : p) cudaFree(q);
@@ -97,31 +114,45 @@ int run_all() {
   g_rank = rank;
   refuses_what_it_cannot_run(size);
   int devices = 0;
-  const bool gpus = cudaGetDeviceCount(&devices) == cudaSuccess && devices >= size;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
   cudaGetLastError();
-  int all_have = gpus ? 1 : 0, every = 0;
-  MPI_Allreduce(&all_have, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // NCCL wants a GPU per rank; IPC copies run between processes sharing one.
+  int fewest = devices;
+  MPI_Allreduce(&devices, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+#ifdef COFUSE_IPC_ONLY
+  const bool nccl = false;
+#else
+  const bool nccl = fewest >= size;
+#endif
+  const bool ipc = fewest >= 1;
   bool skipped = false;
-  if (!every) {
-    // No usable GPU somewhere: every rank must throw, none may hang.
+  uint64_t seed = std::random_device{}();
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (!ipc) {
+    // No usable GPU somewhere: every rank must throw, none may hang, in both forms.
     const OpDesc d{OpKind::gemm_ar, 16, 16, 8 * size, DType::f32, false, false, Axis::none, size};
     const std::string e = error_of([&] { cuda::Group(d, MPI_COMM_WORLD, serial_schedule()); });
     expect(!e.empty(), "without a GPU on every rank, setting up throws on every rank");
-    skipped = true;
-  } else {
-    uint64_t seed = std::random_device{}();
-    MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    try {
-      every_op_matches_the_reference(rank, size, seed);
-    } catch (const std::exception& e) {
-      expect(false, std::string("threw: ") + e.what());
-    }
+    const std::string ce = error_of([&] { cuda::Group(d, MPI_COMM_WORLD, *Schedule::parse("shard,engine=ce")); });
+    expect(!ce.empty(), "without a GPU on every rank, setting up engine=ce throws on every rank");
   }
+  try {
+    if (nccl) every_op_matches_the_reference(rank, size, seed, kNcclSchedules);
+    if (ipc) every_op_matches_the_reference(rank, size, seed + 100000, kIpcSchedules);
+  } catch (const std::exception& e) {
+    expect(false, std::string("threw: ") + e.what());
+  }
+#ifdef COFUSE_IPC_ONLY
+  skipped = !ipc;
+#else
+  skipped = !nccl || !ipc;
+#endif
   int failures = 0;
   MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0)
-    std::cout << "nccl tests on " << size << " ranks: " << g_checks - g_failures << " of " << g_checks << " checks passed on rank 0, "
-              << failures << " failed on all ranks" << (skipped ? "; the GPU tests were SKIPPED (fewer GPUs than ranks)" : "")
+    std::cout << "cuda::Group tests on " << size << " ranks: " << g_checks - g_failures << " of " << g_checks << " checks passed on rank 0, "
+              << failures << " failed on all ranks" << (nccl ? "; NCCL form run" : "") << (ipc ? "; engine=ce (IPC) form run" : "")
+              << (skipped ? "; GPU tests were SKIPPED (NCCL: fewer GPUs than ranks; IPC: no GPU)" : "")
               << std::endl;
   return failures ? 1 : skipped ? 77 : 0;
 }

@@ -79,7 +79,7 @@ TEST(CanRun, CudaRefusesCpuDriversAndFusion) {
 }
 
 TEST(CanRun, NcclRunsEngineSmWithContiguousPiecesOnly) {
-  EXPECT_TRUE(has(why(Backend::cuda_nccl, kRs, "hetero-unfused-1d,engine=ce"), "engine=ce between processes"));
+  EXPECT_TRUE(can_run(Backend::cuda_nccl, kRs, sched("hetero-unfused-1d,engine=ce")).ok()) << "engine=ce: CUDA IPC";
   EXPECT_TRUE(can_run(Backend::cuda_nccl, kRs, sched("hetero-unfused-1d,engine=sm")).ok());
   // All-gather's 2d pieces are column tiles of A: strided, sent as they are with data=hetero;
   // packed with data=uniform; the local group copies strided views itself.
@@ -88,6 +88,8 @@ TEST(CanRun, NcclRunsEngineSmWithContiguousPiecesOnly) {
   EXPECT_TRUE(has(strided, "NCCL moves contiguous buffers")) << strided;
   EXPECT_TRUE(can_run(Backend::cuda_nccl, ag, sched("uniform-unfused-2d,engine=sm,algo=ring")).ok());
   EXPECT_TRUE(can_run(Backend::cuda_local, ag, sched("hetero-unfused-2d,engine=sm,algo=ring")).ok());
+  // engine=ce between processes copies 2d views (CUDA IPC): strided pieces run as they are.
+  EXPECT_TRUE(can_run(Backend::cuda_nccl, ag, sched("hetero-unfused-2d,engine=ce,algo=ring")).ok());
   // The serial baseline too: ag_gemm along K gathers A's column blocks (slots not back to back),
   // which one ncclAllGather would write back to back.
   const std::string serial_k = can_run(Backend::cuda_nccl, op(OpKind::ag_gemm, Axis::k), serial_schedule()).message();

@@ -45,13 +45,20 @@ using testing_support::error_of;
 using testing_support::fill_nan;
 using testing_support::make_inputs;
 
-void* at(std::vector<Buffers>& ranks, std::vector<char>& scratch, DType t, const RankView& v) {
-  std::vector<char>& bytes = v.rank < 0 ? scratch : ranks[std::size_t(v.rank)].bytes[static_cast<int>(v.view.buf)];
+// The program's own memory: device scratch and (host link) host staging, both host memory here.
+struct Spare {
+  std::vector<char> scratch, staging;
+};
+
+void* at(std::vector<Buffers>& ranks, Spare& spare, DType t, const RankView& v) {
+  std::vector<char>& bytes = v.rank == detail::kScratchRank   ? spare.scratch
+                             : v.rank == detail::kStagingRank ? spare.staging
+                                                              : ranks[std::size_t(v.rank)].bytes[static_cast<int>(v.view.buf)];
   return bytes.data() + v.view.offset * int64_t(dtype_size(t));
 }
 
 // The op's result into dst, whose view is dv: the op's own output, or a staging copy of it.
-void run_op_into(const OpDesc& d, const StreamOp& op, std::vector<Buffers>& ranks, std::vector<char>& scratch, void* dst,
+void run_op_into(const OpDesc& d, const StreamOp& op, std::vector<Buffers>& ranks, Spare& scratch, void* dst,
                  const View& dv) {
   switch (op.kind) {
     case StreamOpKind::gemm: {
@@ -75,7 +82,7 @@ void run_op_into(const OpDesc& d, const StreamOp& op, std::vector<Buffers>& rank
   }
 }
 
-void run_op(const OpDesc& d, const StreamOp& op, std::vector<Buffers>& ranks, std::vector<char>& scratch) {
+void run_op(const OpDesc& d, const StreamOp& op, std::vector<Buffers>& ranks, Spare& scratch) {
   run_op_into(d, op, ranks, scratch, at(ranks, scratch, d.dtype, op.dst), op.dst.view);
 }
 
@@ -87,8 +94,10 @@ void run_interleaved(const OpDesc& d, const StreamProgram& program, std::vector<
   std::vector<std::size_t> head(streams, 0);
   std::vector<char> done(program.ops.size(), 0), in_flight(streams, 0);
   std::vector<std::vector<char>> staged(streams);  // the result of the op in flight on each stream
-  std::vector<char> scratch(std::size_t(program.scratch_elements) * dtype_size(d.dtype));
-  fill_nan(d.dtype, scratch);
+  Spare scratch{std::vector<char>(std::size_t(program.scratch_elements) * dtype_size(d.dtype)),
+                std::vector<char>(std::size_t(program.staging_elements) * dtype_size(d.dtype))};
+  fill_nan(d.dtype, scratch.scratch);
+  fill_nan(d.dtype, scratch.staging);
   // Which start or end comes next: the streams get a random priority order for the run, and
   // the run a random probability q of ending rather than starting. Each step ends the op in
   // flight on the highest-priority stream with probability q (or when nothing can start), else
@@ -312,7 +321,7 @@ bool run_ranks(const OpDesc& d, const std::vector<StreamProgram>& programs, std:
              at_rank(ranks, d.dtype, v.first, recv.dst.view), recv.dst.view);
       }
     } else {
-      std::vector<char> no_scratch;
+      Spare no_scratch;
       StreamOp local = first;  // views of "rank 0" of its program are this rank's buffers
       for (RankView& s : local.srcs) s.rank = unit.front().first;
       local.dst.rank = unit.front().first;
@@ -360,15 +369,97 @@ int for_every_case(const std::function<void(const OpDesc&, const std::vector<Pla
   return cases;
 }
 
-TEST(StreamProgram, EveryOpAndScheduleIsCorrectUnderRandomInterleavings) {
-  const int cases = for_every_case([](const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed, std::mt19937_64& rng) {
-    const StreamProgram program = detail::build_stream_program(plans, 2);
-    for (int round = 0; round < kRounds; ++round) {
-      std::vector<Buffers> ranks = make_inputs(d, plans, seed);
+// Every case's program (pieces of host_piece elements through host memory, 0 for none) is run
+// `rounds` times under random interleavings, each on fresh inputs, against the reference.
+void correct_under_interleavings(int64_t max_host_piece, int rounds) {
+  const int cases = for_every_case([&](const OpDesc& d, const std::vector<Plan>& plans, uint64_t seed, std::mt19937_64& rng) {
+    const int64_t piece = max_host_piece > 0 ? std::uniform_int_distribution<int64_t>(1, max_host_piece)(rng) : 0;
+    SCOPED_TRACE("host pieces of " + std::to_string(piece) + " elements (0: no host link)");
+    const StreamProgram program = detail::build_stream_program(plans, 2, piece);
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<Buffers> ranks = make_inputs(d, plans, seed + uint64_t(round));
       run_interleaved(d, program, ranks, rng);
       bool gathered_ok = true;
       ASSERT_LE(error_of(d, ranks, &gathered_ok), tolerance(d.dtype, d.k)) << program.dump();
       ASSERT_TRUE(gathered_ok) << program.dump();
+    }
+  });
+  EXPECT_GT(cases, 500);
+}
+
+TEST(StreamProgram, EveryOpAndScheduleIsCorrectUnderRandomInterleavings) { correct_under_interleavings(0, kRounds); }
+
+// The host link (cuda::Link::host): every transfer between ranks staged through host memory
+// in pieces; pieces of 1..16 elements (so views split by rows and single rows by columns),
+// fewer rounds than above since the staging adds ops, not orderings of the plans.
+TEST(StreamProgram, HostLinkIsCorrectUnderRandomInterleavings) { correct_under_interleavings(16, std::max(1, kRounds / 8)); }
+
+// What the host link promises structurally: no operation moves data from one rank's device to
+// another's; every download runs on its source rank's device-to-host stream and every upload on
+// its destination's host-to-device stream, each after its own piece's download; an all-gather
+// shard crosses to the host once however many ranks read it.
+TEST(StreamProgram, HostLinkStagesEveryTransferBetweenRanks) {
+  for (int p : {2, 3, 4})
+    for (const OpDesc& d : descs(p))
+      for (const char* text : {"serial", "shard", "hetero-unfused-1d,chunks=2", "uniform-unfused-2d", "uniform-unfused-1d,chunks=2,algo=coll"}) {
+        const Schedule s = *Schedule::parse(text);
+        if (!s.validate_for(d).ok()) continue;
+        SCOPED_TRACE(d.to_string() + " | " + text);
+        std::vector<Plan> plans;
+        for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
+        const StreamProgram program = detail::build_stream_program(plans, 2, 4);
+        EXPECT_EQ(program.streams_per_rank(), 5);
+        auto home = [](const RankView& v) { return v.rank >= 0 ? v.rank : 0; };
+        int64_t downloaded = 0, uploaded = 0;
+        for (std::size_t i = 0; i < program.ops.size(); ++i) {
+          const StreamOp& op = program.ops[i];
+          const bool down = op.dst.rank == detail::kStagingRank, up = !op.srcs.empty() && op.srcs[0].rank == detail::kStagingRank;
+          if (down) {
+            downloaded += op.dst.view.elements();
+            EXPECT_EQ(op.stream, program.link_stream(home(op.srcs[0]), true)) << op.label;
+            EXPECT_LE(op.dst.view.elements(), std::max<int64_t>(4, op.dst.view.cols)) << op.label;
+          } else if (up) {
+            uploaded += op.dst.view.elements();
+            // Into a rank's buffer: on its upload stream; into scratch (a sum's input): on the
+            // upload stream of the rank that sums it.
+            EXPECT_EQ(op.stream, program.link_stream(op.dst.rank >= 0 ? op.dst.rank : op.rank, false)) << op.label;
+            // The upload of a piece waits for that piece's download (on another stream).
+            bool after_its_download = false;
+            for (int w : op.waits) {
+              const StreamOp& from = program.ops[std::size_t(w)];
+              after_its_download = after_its_download || (from.dst.rank == detail::kStagingRank && from.dst.view.offset == op.srcs[0].view.offset);
+            }
+            EXPECT_TRUE(after_its_download) << op.label;
+          } else {
+            // Scratch is the program's (each region is used by one rank), so only buffers count.
+            const int owner = op.stream / program.streams_per_rank();
+            for (const RankView& src : op.srcs)
+              if (src.rank >= 0) {
+                EXPECT_EQ(src.rank, owner) << op.label << ": reads another rank's device memory";
+              }
+            if (op.dst.rank >= 0) {
+              EXPECT_EQ(op.dst.rank, owner) << op.label;
+            }
+            EXPECT_TRUE(program.is_compute_stream(op.stream) || op.stream == program.stream_of(owner, EngineId::comm)) << op.label;
+          }
+        }
+        EXPECT_EQ(downloaded, program.staging_elements);  // every staged element was downloaded once
+        EXPECT_GE(uploaded, downloaded);
+        if (p > 1 && s.overlap == Overlap::none) {
+          EXPECT_GT(downloaded, 0) << "serial's collective does not use the link";
+        }
+      }
+}
+
+// cuda::Group with engine=ce runs the merged program with each rank's streams in its own
+// process, which maps the peers' memory to READ it: that needs every op to write only memory of
+// the rank whose stream it is on (scratch counts as rank 0's, whose process allocates it).
+TEST(StreamProgram, EveryOpWritesOnlyTheMemoryOfItsStreamsRank) {
+  const int cases = for_every_case([](const OpDesc&, const std::vector<Plan>& plans, uint64_t, std::mt19937_64&) {
+    const StreamProgram program = detail::build_stream_program(plans, 2);
+    for (const StreamOp& op : program.ops) {
+      const int owner = op.stream / program.streams_per_rank();
+      ASSERT_EQ(op.dst.rank >= 0 ? op.dst.rank : 0, owner) << op.label << "\n" << program.dump();
     }
   });
   EXPECT_GT(cases, 500);
@@ -462,12 +553,13 @@ bool conflict(const StreamOp& a, const StreamOp& b) {
 //             can show their absence;
 //   needed:   the rest. Without one of them some interleaving is wrong, and the kWaitRounds
 //             interleavings the test above runs must find that for at least 95% of them.
-TEST(StreamProgram, RemovingAnyNeededWaitIsCaught) {
+// The host link's programs too (at 2 ranks, pieces of 5 elements): its waits are caught alike.
+void remove_each_needed_wait(const std::vector<int>& rank_counts, int64_t host_piece, int minimum_needed) {
   const uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
   int implied = 0, unneeded = 0, needed = 0, caught = 0;
   std::string missed;
-  for (int p : {2, 3})
+  for (int p : rank_counts)
     for (const OpDesc& d : descs(p))
       for (const char* text : {"hetero-unfused-1d", "uniform-unfused-2d,chunks=2", "hetero-unfused-1d,chunks=2,algo=direct",
                                "uniform-unfused-1d,chunks=2,algo=coll", "shard"}) {
@@ -475,7 +567,7 @@ TEST(StreamProgram, RemovingAnyNeededWaitIsCaught) {
         if (!s.validate_for(d).ok()) continue;
         std::vector<Plan> plans;
         for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
-        const StreamProgram program = detail::build_stream_program(plans, 2);
+        const StreamProgram program = detail::build_stream_program(plans, 2, host_piece);
         const std::vector<Bits> before = ancestors(program);
         for (std::size_t i = 0; i < program.ops.size(); ++i)
           for (std::size_t k = 0; k < program.ops[i].waits.size(); ++k) {
@@ -509,11 +601,15 @@ TEST(StreamProgram, RemovingAnyNeededWaitIsCaught) {
                         program.ops[std::size_t(w)].label + "'\n";
           }
       }
-  std::cout << "waits removed: " << needed << " needed (" << caught << " caught), " << unneeded << " unneeded, " << implied
-            << " implied; seed " << seed << "\n";
-  EXPECT_GT(needed, 1000);
+  std::cout << "waits removed" << (host_piece > 0 ? " (host link)" : "") << ": " << needed << " needed (" << caught
+            << " caught), " << unneeded << " unneeded, " << implied << " implied; seed " << seed << "\n";
+  EXPECT_GT(needed, minimum_needed);
   EXPECT_GE(caught, 0.95 * needed) << "missed:\n" << missed;
 }
+
+TEST(StreamProgram, RemovingAnyNeededWaitIsCaught) { remove_each_needed_wait({2, 3}, 0, 1000); }
+
+TEST(StreamProgram, RemovingAnyNeededWaitOfTheHostLinkIsCaught) { remove_each_needed_wait({2}, 5, 500); }
 
 TEST(StreamProgram, WaitsOnlyCrossStreamsAndPointBackwards) {
   const OpDesc d{OpKind::ag_gemm, 16, 8, 8, DType::f32, false, false, Axis::m, 4};

@@ -28,7 +28,9 @@ const Rules& rules_of(Backend backend) {
   // fp8_gemm_problem() below (the CPU has no fp8 GEMM).
   static const Rules cpu{{DType::f32, DType::f64, DType::bf16}, {CommDriver::thread, CommDriver::inline_}, true};
   static const Rules local{{DType::f32, DType::f64, DType::bf16, DType::f16, DType::e4m3}, {CommDriver::ce, CommDriver::sm}, false};
-  static const Rules nccl{{DType::f32, DType::f64, DType::bf16, DType::f16, DType::e4m3}, {CommDriver::sm}, false, false, true};
+  // cuda_nccl: engine=sm is NCCL (contiguous buffers); engine=ce copies between the processes'
+  // memory by CUDA IPC on the copy engines (2d copies: any piece).
+  static const Rules nccl{{DType::f32, DType::f64, DType::bf16, DType::f16, DType::e4m3}, {CommDriver::sm, CommDriver::ce}, false, false, true};
   switch (backend) {
     case Backend::cpu_mpi: return cpu;
     case Backend::cuda_local: return local;
@@ -149,7 +151,9 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   // and last): lowering every rank made this check 1.5 s of each candidate at 1,024 ranks.
   // The same four ranks stand for all in fp8's GEMM rules: a GEMM piece's sizes, leading
   // dimensions and offsets modulo 16 are those of the same pieces on any rank.
-  if (rules.contiguous_messages || fp8)
+  // Only NCCL needs them: IPC copies (engine=ce) move 2d views.
+  const bool contiguous_messages = rules.contiguous_messages && s.driver != CommDriver::ce;
+  if (contiguous_messages || fp8)
     for (int rank = 0; rank < desc.ranks; ++rank) {
       if (desc.ranks > 16 && rank > 1 && rank != desc.ranks / 2 && rank != desc.ranks - 1) continue;
       for (const Task& t : lower(desc, lowerable, rank).tasks) {
@@ -159,7 +163,7 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
                            ", and cuBLASLt's fp8 GEMMs need K and N multiples of 16 and 16-byte aligned pointers "
                            "and leading dimensions: use sizes whose pieces are multiples of 16 (K/P, N/P, and "
                            "each chunk)");
-        if (!rules.contiguous_messages) continue;
+        if (!contiguous_messages) continue;
         if (const std::string piece = non_contiguous_piece(t); !piece.empty())
           return invalid("schedule " + s.to_string() + ": " + piece + ", and NCCL moves contiguous buffers: " +
                          (s.overlap == Overlap::none ? std::string("this layout needs cuda::LocalGroup or the CPU executor")
@@ -170,7 +174,7 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
   // rank sends one block and receives another in the same step (direct exchange; two-level
   // messages between hosts), both must be cut into as many pieces, or the groups of two ranks
   // wait for each other: gemm_ar's uneven row blocks (M % P != 0) can be cut differently.
-  if (backend == Backend::cuda_nccl && desc.op == OpKind::gemm_ar && desc.m % desc.ranks != 0 &&
+  if (backend == Backend::cuda_nccl && s.driver != CommDriver::ce && desc.op == OpKind::gemm_ar && desc.m % desc.ranks != 0 &&
       (s.algo == Algo::direct || s.topo == Topo::two_level)) {
     const int64_t short_rows = desc.m / desc.ranks;
     if (detail::cut(short_rows, desc.n, s).size() != detail::cut(short_rows + 1, desc.n, s).size())
@@ -187,9 +191,6 @@ Status can_run(Backend backend, const OpDesc& desc, const Schedule& s) {
     return invalid("schedule " + s.to_string() +
                    ": the CUDA executor runs overlapped schedules with fusion=unfused and engine=ce (copy engines) or "
                    "engine=sm; engine=" + to_string(s.driver) + " and fusion=fused are CPU engines");
-  if (!has(rules.drivers, s.driver))
-    return invalid("schedule " + s.to_string() +
-                   ": engine=ce between processes (CUDA IPC or NCCL window copies) is not built yet; use engine=sm (NCCL)");
 
   const bool reduces = desc.op != OpKind::ag_gemm;
   if (!rules.strided_reductions && reduces && s.algo == Algo::coll && s.split == Split::d2 && s.data == DataMode::hetero) {

@@ -75,9 +75,10 @@ RunStats stream_program_stats(const StreamProgram& program, const std::vector<Ta
     const StreamOp& op = program.ops[i];
     const std::size_t rank = static_cast<std::size_t>(op.stream / per_rank);
     if (rank >= ranks.size()) continue;
-    const WorkClass work = op.kind == StreamOpKind::gemm                        ? WorkClass::gemm
-                           : op.stream % per_rank == program.compute_streams ? WorkClass::comm
-                                                                              : WorkClass::compute;
+    // Communication: the rank's communication stream and, with a host link, its link streams.
+    const WorkClass work = op.kind == StreamOpKind::gemm              ? WorkClass::gemm
+                           : !program.is_compute_stream(op.stream) ? WorkClass::comm
+                                                                    : WorkClass::compute;
     ranks[rank].add(work, op_times[i].start, op_times[i].end);
   }
   // The group is as slow as its slowest rank in every respect.

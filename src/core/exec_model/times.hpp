@@ -78,7 +78,7 @@ RunStats run_stats(const TimeBreakdown& times);
 
 /// A stream program's stats (the CUDA runner): each rank's breakdown from its operations'
 /// times (op_times[i] for program.ops[i]; a GEMM is a GEMM, an operation on the rank's
-/// communication stream is communication, anything else compute), and for the group the
+/// communication stream or its host-link streams is communication, anything else compute), and for the group the
 /// largest of each field over the ranks; total_s is the group's time of the whole program.
 RunStats stream_program_stats(const StreamProgram& program, const std::vector<TaskTime>& op_times, double total_s);
 

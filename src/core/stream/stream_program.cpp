@@ -42,13 +42,40 @@ View shifted(View v, int64_t by) {
   return v;
 }
 
+bool same_view(const View& a, const View& b) {
+  return a.buf == b.buf && a.offset == b.offset && a.rows == b.rows && a.cols == b.cols && a.ld == b.ld;
+}
+
+// The part of v from row r0 (rows rows) and column c0 (cols columns).
+View part_of(View v, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+  return {v.buf, v.offset + r0 * v.ld + c0, rows, cols, v.ld};
+}
+
+// How a rows x cols transfer is cut into pieces of about `piece` elements: whole rows, at
+// least one; a single row (a contiguous message is one) by columns.
+struct Piece {
+  int64_t r0, rows, c0, cols;
+};
+std::vector<Piece> pieces_of(int64_t rows, int64_t cols, int64_t piece) {
+  std::vector<Piece> out;
+  if (rows == 1) {
+    for (int64_t c = 0; c < cols; c += piece) out.push_back({0, 1, c, std::min(piece, cols - c)});
+    return out;
+  }
+  const int64_t step = std::max<int64_t>(1, piece / std::max<int64_t>(cols, 1));
+  for (int64_t r = 0; r < rows; r += step) out.push_back({r, std::min(step, rows - r), 0, cols});
+  return out;
+}
+
 class Builder {
  public:
   // single: plans holds ONE rank's plan, whose communication stays point-to-point and
   // collective operations for a library (NCCL) to carry out with the other processes.
-  Builder(const std::vector<Plan>& plans, int compute_streams, bool single = false) : plans_(plans), single_(single) {
+  Builder(const std::vector<Plan>& plans, int compute_streams, bool single = false, int64_t host_piece = 0)
+      : plans_(plans), single_(single), host_piece_(host_piece) {
     program_.ranks = static_cast<int>(plans.size());
     program_.compute_streams = compute_streams;
+    program_.host_link = host_piece > 0;
   }
 
   StreamProgram build() {
@@ -67,6 +94,7 @@ class Builder {
   void check_plans() const {
     if (plans_.empty()) throw Error(ErrorCode::invalid_argument, "stream program: no plans");
     if (program_.compute_streams < 1) throw Error(ErrorCode::invalid_argument, "stream program: compute_streams must be >= 1");
+    if (host_piece_ < 0) throw Error(ErrorCode::invalid_argument, "stream program: host_piece_elements must be >= 0");
     const Plan& first = plans_.front();
     if (single_) return;
     if (first.desc.ranks != static_cast<int>(plans_.size()))
@@ -274,6 +302,11 @@ class Builder {
       const Task& s = task(send);
       const Task& v = task(recv);
       const auto [from, to] = matched(s.x, v.z, "message '" + s.label + "'");
+      if (program_.host_link) {
+        const Staged staged = download({send.first, from}, v.label, node.deps, {}, out);
+        upload(staged, {recv.first, to}, recv.first, recv.second, node.deps, out);
+        return;
+      }
       StreamOp op;
       op.kind = StreamOpKind::copy;
       op.srcs = {{send.first, from}};
@@ -335,25 +368,37 @@ class Builder {
       return op;
     };
     switch (t[0]->collective) {
-      case Collective::allgather:
+      case Collective::allgather: {
+        std::vector<Staged> sent(static_cast<std::size_t>(p));  // host link: each shard crosses to the host once
         for (int r = 0; r < p; ++r)
           for (int j = 0; j < p; ++j) {
             const Task& into = *t[std::size_t(r)];
             const auto [from, to] = matched(t[std::size_t(j)]->x, shifted(into.z, j * into.stride), "all-gather '" + into.label + "'");
-            out.push_back(add(part(StreamOpKind::copy, r, {{j, from}}, {r, to}, " <- rank " + std::to_string(j)), node.deps));
+            const std::string what = " <- rank " + std::to_string(j);
+            if (program_.host_link && j != r) {
+              Staged& staged = sent[std::size_t(j)];
+              if (staged.downloads.empty() || !same_view(staged.from.view, from))
+                staged = download({j, from}, into.label + what, node.deps, {}, out);
+              upload(staged, {r, to}, r, -1, node.deps, out);
+              continue;
+            }
+            out.push_back(add(part(StreamOpKind::copy, r, {{j, from}}, {r, to}, what), node.deps));
           }
         return;
+      }
       case Collective::reduce_scatter:
         for (int r = 0; r < p; ++r) {
           std::vector<RankView> srcs;
           View into = t[std::size_t(r)]->z;
+          std::vector<int> arrived;  // host link: the uploads the sum reads
           for (int j = 0; j < p; ++j) {
             const Task& from = *t[std::size_t(j)];
             const auto m = matched(shifted(from.x, r * from.stride), t[std::size_t(r)]->z, "reduce-scatter '" + from.label + "'");
-            srcs.push_back({j, m.first});
+            srcs.push_back(program_.host_link && j != r ? to_device({j, m.first}, r, from.label, node.deps, out, arrived)
+                                                        : RankView{j, m.first});
             into = m.second;
           }
-          out.push_back(add(part(StreamOpKind::sum, r, std::move(srcs), {r, into}, ""), node.deps));
+          out.push_back(add(part(StreamOpKind::sum, r, std::move(srcs), {r, into}, ""), node.deps, arrived));
         }
         return;
       case Collective::allreduce: {
@@ -362,18 +407,95 @@ class Builder {
         const View scratch{Buf::work, program_.scratch_elements, z0.rows, z0.cols, z0.cols};
         program_.scratch_elements += z0.elements();
         std::vector<RankView> srcs;
+        std::vector<int> arrived;  // host link: the uploads the sum reads
         for (int j = 0; j < p; ++j) {
           const View& z = t[std::size_t(j)]->z;
           if (z.rows != z0.rows || z.cols != z0.cols) internal("all-reduce '" + t[0]->label + "' has another shape on rank " + std::to_string(j));
-          srcs.push_back({j, z});
+          srcs.push_back(program_.host_link && j != 0 ? to_device({j, z}, 0, t[std::size_t(j)]->label, node.deps, out, arrived)
+                                                      : RankView{j, z});
         }
-        const int sum = add(part(StreamOpKind::sum, 0, std::move(srcs), {-1, scratch}, " (sum)"), node.deps);
+        const int sum = add(part(StreamOpKind::sum, 0, std::move(srcs), {kScratchRank, scratch}, " (sum)"), node.deps, arrived);
         out.push_back(sum);
-        for (int r = 0; r < p; ++r)
-          out.push_back(add(part(StreamOpKind::copy, r, {{-1, scratch}}, {r, t[std::size_t(r)]->z}, " (result)"), node.deps, {sum}));
+        Staged result;  // host link: the sum crosses to the host once
+        for (int r = 0; r < p; ++r) {
+          if (program_.host_link && r != 0) {
+            if (result.downloads.empty()) result = download({kScratchRank, scratch}, t[0]->label + " (result)", node.deps, {sum}, out);
+            upload(result, {r, t[std::size_t(r)]->z}, r, -1, node.deps, out);
+            continue;
+          }
+          out.push_back(add(part(StreamOpKind::copy, r, {{kScratchRank, scratch}}, {r, t[std::size_t(r)]->z}, " (result)"), node.deps, {sum}));
+        }
         return;
       }
     }
+  }
+
+  // ---- host link: transfers staged through pinned host memory ----
+
+  // A view's copy in host staging, and the downloads (one per piece) that fill it.
+  struct Staged {
+    RankView from;                // what was downloaded
+    View host;                    // where it lies in staging (contiguous)
+    std::vector<Piece> pieces;
+    std::vector<int> downloads;   // op per piece
+  };
+
+  // The rank whose device holds a view: scratch is rank 0's.
+  static int home_of(const RankView& v) { return v.rank >= 0 ? v.rank : 0; }
+
+  // Downloads `from` into fresh staging, piece by piece on its rank's device-to-host stream,
+  // each piece after `deps` (nodes) and `after` (ops); the ops go to `out`.
+  Staged download(const RankView& from, const std::string& label, const std::vector<int>& deps, const std::vector<int>& after,
+                  std::vector<int>& out) {
+    Staged s{from, {Buf::work, program_.staging_elements, from.view.rows, from.view.cols, from.view.cols},
+             pieces_of(from.view.rows, from.view.cols, host_piece_), {}};
+    program_.staging_elements += from.view.elements();
+    const int home = home_of(from);
+    for (std::size_t k = 0; k < s.pieces.size(); ++k) {
+      const Piece& c = s.pieces[k];
+      StreamOp op;
+      op.kind = StreamOpKind::copy;
+      op.srcs = {{from.rank, part_of(from.view, c.r0, c.rows, c.c0, c.cols)}};
+      op.dst = {kStagingRank, part_of(s.host, c.r0, c.rows, c.c0, c.cols)};
+      op.rank = home;
+      op.label = label + " (to host " + std::to_string(k + 1) + "/" + std::to_string(s.pieces.size()) + ")";
+      op.stream = program_.link_stream(home, true);
+      s.downloads.push_back(add(std::move(op), deps, after));
+      out.push_back(s.downloads.back());
+    }
+    return s;
+  }
+
+  // Uploads staged data into `to` (a device view of the same shape on rank `into`'s device: its
+  // buffers, or scratch), each piece on that rank's host-to-device stream after its own
+  // download and `deps`; appends to `out` and, when given, to `uploads`.
+  void upload(const Staged& s, const RankView& to, int into, int task, const std::vector<int>& deps, std::vector<int>& out,
+              std::vector<int>* uploads = nullptr) {
+    if (to.view.rows != s.host.rows || to.view.cols != s.host.cols) internal("a staged transfer changes shape");
+    for (std::size_t k = 0; k < s.pieces.size(); ++k) {
+      const Piece& c = s.pieces[k];
+      StreamOp op;
+      op.kind = StreamOpKind::copy;
+      op.srcs = {{kStagingRank, part_of(s.host, c.r0, c.rows, c.c0, c.cols)}};
+      op.dst = {to.rank, part_of(to.view, c.r0, c.rows, c.c0, c.cols)};
+      op.rank = into;
+      op.task = task;
+      op.label = program_.ops[std::size_t(s.downloads[k])].label;
+      op.label.replace(op.label.rfind(" (to host "), 10, " (from host ");
+      op.stream = program_.link_stream(into, false);
+      out.push_back(add(std::move(op), deps, {s.downloads[k]}));
+      if (uploads) uploads->push_back(out.back());
+    }
+  }
+
+  // A sum's input from another rank, brought to rank `into`'s device scratch through the host;
+  // returns where it landed (the uploads join `arrived`).
+  RankView to_device(const RankView& from, int into, const std::string& label, const std::vector<int>& deps,
+                     std::vector<int>& out, std::vector<int>& arrived) {
+    const RankView landed{kScratchRank, {Buf::work, program_.scratch_elements, from.view.rows, from.view.cols, from.view.cols}};
+    program_.scratch_elements += from.view.elements();
+    upload(download(from, label + " <- rank " + std::to_string(from.rank), deps, {}, out), landed, into, -1, deps, out, &arrived);
+    return landed;
   }
 
   const std::vector<Plan>& plans_;
@@ -384,14 +506,15 @@ class Builder {
   std::vector<std::vector<int>> last_waited_;  // [stream][other stream]: latest op waited for
   std::vector<int> gemm_count_;
   bool single_ = false;
+  int64_t host_piece_ = 0;                     // host link: elements per staged piece (0: none)
   int groups_ = 0;                             // single: p2p groups so far
   std::vector<int> sends_, receives_;          // single: the node of every send / receive so far
 };
 
 }  // namespace
 
-StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_streams) {
-  return Builder(plans, compute_streams).build();
+StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_streams, int64_t host_piece_elements) {
+  return Builder(plans, compute_streams, false, host_piece_elements).build();
 }
 
 StreamProgram build_rank_program(const Plan& plan, int compute_streams) {
@@ -416,14 +539,18 @@ const char* to_string(StreamOpKind kind) {
 std::string StreamProgram::dump() const {
   auto where = [](const RankView& v) {
     std::ostringstream o;
-    o << (v.rank < 0 ? std::string("scratch") : "r" + std::to_string(v.rank) + "." + to_string(v.view.buf)) << "+"
+    o << (v.rank == kScratchRank   ? std::string("scratch")
+          : v.rank == kStagingRank ? std::string("host")
+                                   : "r" + std::to_string(v.rank) + "." + to_string(v.view.buf))
+      << "+"
       << v.view.offset << "[" << v.view.rows << "x" << v.view.cols << "/" << v.view.ld << "]";
     return o.str();
   };
   std::ostringstream o;
-  o << "stream program: " << ranks << " ranks, " << streams() << " streams (" << compute_streams
-    << " compute + 1 communication per rank), " << ops.size() << " ops, " << events << " events, scratch "
-    << scratch_elements << " elements\n";
+  o << "stream program: " << ranks << " ranks, " << streams() << " streams (" << compute_streams << " compute + 1 communication"
+    << (host_link ? " + 2 host link" : "") << " per rank), " << ops.size() << " ops, " << events << " events, scratch "
+    << scratch_elements << " elements" << (host_link ? ", host staging " + std::to_string(staging_elements) + " elements" : "")
+    << "\n";
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const StreamOp& op = ops[i];
     o << "  " << i << ": s" << op.stream << " " << to_string(op.kind) << " " << where(op.dst) << " <-";

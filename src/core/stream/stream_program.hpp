@@ -21,6 +21,12 @@
 //     block into its result;
 //     all-reduce = one sum of every rank's piece into group scratch, then a copy back to each
 //     rank. Every part waits for what any rank's collective task waited for.
+// With a host link (host_piece_elements > 0) nothing crosses between ranks on the device: every
+// copy or sum input from another rank is staged, piece by piece, device -> pinned host staging
+// (on the SENDER's device-to-host stream) -> device (on the RECEIVER's host-to-device stream),
+// each piece's upload waiting only for its own download, so both directions stream at once. A
+// sum's foreign inputs land in device scratch first; a piece several ranks read (an all-gather
+// shard, an all-reduce's sum) is downloaded once. Group scratch belongs to rank 0's device.
 // The merged graph is ordered by Kahn's algorithm, preferring plan order; a cycle (plans that
 // would deadlock) or a send without its receive is an Error, never a hang.
 #pragma once
@@ -33,7 +39,11 @@
 
 namespace cofuse::detail {
 
-/// A view in one rank's buffers; rank -1 is the program's own scratch (Buf is ignored there).
+/// Where a RankView lies when it is not in a rank's buffers (Buf is ignored there).
+constexpr int kScratchRank = -1;  // the program's device scratch (scratch_elements)
+constexpr int kStagingRank = -2;  // the program's pinned host staging (staging_elements)
+
+/// A view in one rank's buffers, or in scratch (kScratchRank) or staging (kStagingRank).
 struct RankView {
   int rank = 0;
   View view;
@@ -73,13 +83,21 @@ struct StreamOp {
 struct StreamProgram {
   int ranks = 0;
   int compute_streams = 1;        // per rank
-  int streams_per_rank() const { return compute_streams + 1; }
+  bool host_link = false;         // transfers between ranks staged through host memory
+  // Per rank: compute streams, then the communication stream, then (host link) the
+  // device-to-host and the host-to-device stream.
+  int streams_per_rank() const { return compute_streams + 1 + (host_link ? 2 : 0); }
   int stream_of(int rank, EngineId engine, int gemm_index = 0) const {
     return rank * streams_per_rank() + (engine == EngineId::comm ? compute_streams : gemm_index % compute_streams);
   }
+  /// Host link only: rank's device-to-host (to_host) or host-to-device stream.
+  int link_stream(int rank, bool to_host) const { return rank * streams_per_rank() + compute_streams + (to_host ? 1 : 2); }
+  /// A compute stream (else communication: the comm stream or a link stream).
+  bool is_compute_stream(int stream) const { return stream % streams_per_rank() < compute_streams; }
   int streams() const { return ranks * streams_per_rank(); }
   std::vector<StreamOp> ops;      // issue order: every wait points to an earlier op
-  int64_t scratch_elements = 0;   // group scratch the sums of all-reduces need
+  int64_t scratch_elements = 0;   // device scratch: all-reduce sums, staged inputs of sums
+  int64_t staging_elements = 0;   // pinned host staging (host link)
   int events = 0;                 // ops with record set
 
   /// One line per op: stream, kind, views, waits.
@@ -88,9 +106,11 @@ struct StreamProgram {
 
 /// Merges plans[r] (rank r's plan of one op and schedule, r = 0..P-1) into a stream program
 /// with `compute_streams` compute streams per rank (>= 1) and one communication stream.
+/// host_piece_elements: 0 for transfers on the device; > 0 for a host link staging pieces of
+/// about that many elements (whole rows of a view; at least one row).
 /// Throws Error(invalid_argument) when the plans are not one op's P ranks, and Error(internal)
 /// when they cannot be ordered (a cycle, or a message nobody receives).
-StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_streams = 2);
+StreamProgram build_stream_program(const std::vector<Plan>& plans, int compute_streams = 2, int64_t host_piece_elements = 0);
 
 /// One rank's plan as a stream program for a process of its own (the multi-process CUDA
 /// executor): local tasks as above, and its sends, receives and collectives as operations on

@@ -109,6 +109,8 @@ void add_view(DType dtype, const void* from, const View& fv, void* into, const V
     case DType::f16:
       return add_rows_16<f16_to_float, float_to_f16>(static_cast<const uint16_t*>(from), fv.ld,
                                                      static_cast<uint16_t*>(into), iv.ld, fv.rows, fv.cols);
+    case DType::e4m3:  // sums are in the output type (buffer_dtype); fp8 codes are only moved
+      throw Error(ErrorCode::internal, "add_view: e4m3 codes are moved, never summed");
   }
 }
 

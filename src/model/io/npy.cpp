@@ -29,6 +29,8 @@ const char* descr(DType dtype) {
     case DType::f64: return "<f8";
     case DType::bf16: return "<u2";
     case DType::f16: return "<f2";
+    case DType::e4m3:  // no CPU path makes an fp8 matrix to save (C is bf16 or f32)
+      throw Error(ErrorCode::invalid_argument, "write_npy: e4m3 matrices are not written (numpy has no fp8)");
   }
   return "<f4";
 }

@@ -128,6 +128,9 @@ std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend, c
     }
     if (s.fusion == Fusion::fused) continue;
     for (CommDriver engine : {CommDriver::ce, CommDriver::sm}) {
+      // cuda_nccl's engine=ce is CUDA IPC: one node only, and the profiles do not describe its
+      // copies between processes, so the planner offers NCCL there (a user may still ask for it).
+      if (backend == Backend::cuda_nccl && engine == CommDriver::ce) continue;
       Schedule g = s;
       g.driver = engine;
       if (can_run(backend, desc, g).ok()) out.push_back(g);
