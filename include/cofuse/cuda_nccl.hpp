@@ -33,8 +33,11 @@ class Group {
   /// buffers, so strided 2d pieces need data=uniform) or engine=ce (CUDA IPC: the ranks' merged
   /// stream program, each process issuing its own rank's copies on the copy engines from the
   /// peers' memory mapped into it, readiness by IPC events; docs/cuda.md). engine=ce needs
-  /// cudaMalloc'd buffers and refuses settings.graph. Any rank's failure makes every rank throw
-  /// (one MPI_Allreduce) instead of leaving the others in NCCL or MPI.
+  /// cudaMalloc'd buffers and refuses settings.graph; its destruction is collective (no
+  /// process frees memory or events another still maps). Any rank's failure in the setup or
+  /// in run()'s checks makes every rank throw (one MPI_Allreduce) instead of leaving the others
+  /// in NCCL or MPI; a CUDA call that fails on one rank inside a run leaves the others to the
+  /// deadline (settings.deadline_s), which reports and aborts.
   Group(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const Settings& settings = {});
   ~Group();
   Group(Group&&) noexcept;

@@ -14,14 +14,21 @@
 // overwrite a buffer) while another still reads it.
 //
 // Buffers may change from call to call, so each run exchanges every rank's buffer handles
-// (one MPI_Allgather); a handle seen before is not opened again. IPC needs cudaMalloc'd memory
-// (not cudaMallocAsync pools or cuMemCreate allocations): cudaIpcGetMemHandle refuses others,
-// and every rank then throws.
+// (one MPI_Allgather) and maps the peers' buffers for that run only: CUDA leaves it undefined
+// to free memory another process still has mapped, so every mapping of a caller's buffer is
+// closed before the run's final barrier, after which the caller may free it. The group's own
+// workspaces and scratch stay mapped for its life. Before the exchange each process records a
+// "ready" IPC event after the caller's queued work, and every process's streams wait for all of
+// them: a peer's inputs may still be arriving (a cudaMemcpy from pageable memory returns before
+// its DMA ends). IPC needs cudaMalloc'd memory (not cudaMallocAsync pools or cuMemCreate
+// allocations): cudaIpcGetMemHandle refuses others, and every rank then throws. Destroying the
+// group is collective: no process frees what another still has mapped or waits for.
 #include <cuda.h>  // CUresult, CUdeviceptr: the types of the one driver call, looked up at run time
 
 #include <array>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -72,16 +79,18 @@ char* allocation_start(const void* p) {
 // One rank's buffer as the others open it.
 struct SharedBuffer {
   cudaIpcMemHandle_t handle{};
-  int64_t offset = 0;
+  uint64_t start = 0;   // the allocation's address in its owner's process: with the owner, the key
+  int64_t offset = 0;   // of the buffer in the allocation
   int32_t present = 0;
+  int32_t owned = 0;    // the group's own memory (workspace): mapped for the group's life
 };
-
-std::string key_of(const cudaIpcMemHandle_t& h) { return std::string(h.reserved, sizeof(h.reserved)); }
 
 // The messages that keep each run's order across processes (see the top of the file).
 class IpcPeers final : public Peers {
  public:
-  IpcPeers(MPI_Comm comm, int rank, const StreamProgram& program) : comm_(comm), rank_(rank) {
+  /// at_end: what to do once this process's operations of a run are done, before the barrier.
+  IpcPeers(MPI_Comm comm, int rank, const StreamProgram& program, std::function<void()> at_end)
+      : comm_(comm), rank_(rank), at_end_(std::move(at_end)) {
     for (const StreamOp& op : program.ops) owner_.push_back(op.stream / program.streams_per_rank());
     arrived_.assign(owner_.size(), 0);
   }
@@ -105,12 +114,15 @@ class IpcPeers final : public Peers {
       arrived_[std::size_t(got)] = 1;
     }
   }
-  void finish_run() override {
+  void issued() override {
     if (!requests_.empty())
       mpi_check(MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     requests_.clear();
     notices_.clear();
+  }
+  void finish_run() override {
     arrived_.assign(arrived_.size(), 0);
+    at_end_();
     mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
   }
 
@@ -121,6 +133,7 @@ class IpcPeers final : public Peers {
   std::vector<char> arrived_;
   std::deque<int> notices_;
   std::vector<MPI_Request> requests_;
+  std::function<void()> at_end_;
 };
 
 class IpcGroup final : public GroupBackend {
@@ -154,11 +167,11 @@ class IpcGroup final : public GroupBackend {
             }
             program = cofuse::detail::build_stream_program(plans_, st.compute_streams);
             use_node_device(local_rank);
-            int device = 0, ipc_events = 0;
-            check(cudaGetDevice(&device), "cudaGetDevice");
-            check(cudaDeviceGetAttribute(&ipc_events, cudaDevAttrIpcEventSupport, device), "cudaDeviceGetAttribute");
+            int ipc_events = 0;
+            check(cudaGetDevice(&device_), "cudaGetDevice");
+            check(cudaDeviceGetAttribute(&ipc_events, cudaDevAttrIpcEventSupport, device_), "cudaDeviceGetAttribute");
             if (!ipc_events)
-              throw Error(ErrorCode::device, "GPU " + std::to_string(device) +
+              throw Error(ErrorCode::device, "GPU " + std::to_string(device_) +
                                                  " has no IPC events, which engine=ce between processes needs");
           } catch (const Error& e) {
             cudaGetLastError();  // clear the error a runtime without a device leaves behind
@@ -171,7 +184,7 @@ class IpcGroup final : public GroupBackend {
       run_collectively(
           state.comm,
           [&] {
-            peers_ = std::make_unique<IpcPeers>(comm_, rank, program);
+            peers_ = std::make_unique<IpcPeers>(comm_, rank, program, [this] { close_run_mappings(); });
             runner_ = std::make_unique<ProgramRunner>(std::move(program), d, st, work, true, nullptr, peers_.get());
           },
           failed_to("to make its streams, events and device memory"));
@@ -190,7 +203,9 @@ class IpcGroup final : public GroupBackend {
                                                 desc_.to_string() + " schedule " + plans_[0].schedule.to_string() +
                                                     " (cuda::Group, engine=ce)",
                                                 [] { return std::string("inside a CUDA stream or waiting for a peer's event"); });
+    check(cudaSetDevice(device_), "cudaSetDevice");
     check_group_buffers(*state_, desc_, buffers);
+    runner_->mark_ready();  // before the exchange: no peer waits for it before it is recorded
     return runner_->run(exchange_bases(buffers));
   }
   const Plan& rank_plan() const override { return plans_[std::size_t(state_->rank)]; }
@@ -198,34 +213,39 @@ class IpcGroup final : public GroupBackend {
   const std::vector<OpTime>& op_times() const override { return runner_->times(); }
 
  private:
-  // Setup: every process's recorded events as IPC handles to all; each opens those it waits for.
+  // Setup: every process's recorded events (and its ready event, op -1) as IPC handles to all;
+  // each opens those it waits for.
   void share_events() {
     struct Shared {
-      int32_t op;
+      int32_t rank, op;
       cudaIpcEventHandle_t handle;
     };
     std::vector<Shared> mine;
     run_collectively(
         state_->comm,
         [&] {
-          for (const auto& [op, event] : runner_->own_events()) {
-            Shared s{op, {}};
+          std::vector<std::pair<int, cudaEvent_t>> events = runner_->own_events();
+          events.emplace_back(-1, runner_->ready_event());
+          for (const auto& [op, event] : events) {
+            Shared s{state_->rank, op, {}};
             check(cudaIpcGetEventHandle(&s.handle, event), "cudaIpcGetEventHandle");
             mine.push_back(s);
           }
         },
         failed_to("to export its events"));
     const std::vector<char> all = gather_all(mine.data(), mine.size() * sizeof(Shared));
-    std::map<int, cudaIpcEventHandle_t> handles;
+    std::map<int, cudaIpcEventHandle_t> handles;  // by op
+    std::vector<cudaIpcEventHandle_t> ready;      // the other ranks' ready events
     for (std::size_t at = 0; at + sizeof(Shared) <= all.size(); at += sizeof(Shared)) {
       Shared s;
       std::memcpy(&s, all.data() + at, sizeof(Shared));
-      handles[s.op] = s.handle;
+      if (s.op >= 0) handles[s.op] = s.handle;
+      else if (s.rank != state_->rank) ready.push_back(s.handle);
     }
     run_collectively(
         state_->comm,
         [&] {
-          std::vector<cudaEvent_t> opened;
+          std::vector<cudaEvent_t> opened, opened_ready;
           try {
             for (int op : runner_->awaited()) {
               if (!handles.count(op))
@@ -235,11 +255,18 @@ class IpcGroup final : public GroupBackend {
               check(cudaIpcOpenEventHandle(&e, handles[op]), "cudaIpcOpenEventHandle");
               opened.push_back(e);
             }
+            for (const cudaIpcEventHandle_t& h : ready) {
+              cudaEvent_t e = nullptr;
+              check(cudaIpcOpenEventHandle(&e, h), "cudaIpcOpenEventHandle");
+              opened_ready.push_back(e);
+            }
           } catch (...) {
-            for (cudaEvent_t e : opened) cudaEventDestroy(e);
+            for (auto* list : {&opened, &opened_ready})
+              for (cudaEvent_t e : *list) cudaEventDestroy(e);
             throw;
           }
           runner_->use_peer_events(opened);
+          runner_->use_peer_ready(opened_ready);
         },
         failed_to("to open its peers' events"));
   }
@@ -252,6 +279,7 @@ class IpcGroup final : public GroupBackend {
         [&] {
           if (state_->rank == 0 && runner_->scratch()) {
             check(cudaIpcGetMemHandle(&s.handle, runner_->scratch()), "cudaIpcGetMemHandle");
+            s.start = reinterpret_cast<uint64_t>(runner_->scratch());
             s.present = 1;
           }
         },
@@ -259,7 +287,7 @@ class IpcGroup final : public GroupBackend {
     mpi_check(MPI_Bcast(&s, int(sizeof(s)), MPI_BYTE, 0, comm_), "MPI_Bcast");
     if (state_->rank == 0 || !s.present) return;
     run_collectively(
-        state_->comm, [&] { runner_->use_scratch(open(s.handle)); }, failed_to("to open rank 0's scratch"));
+        state_->comm, [&] { runner_->use_scratch(open(0, s, kept_)); }, failed_to("to open rank 0's scratch"));
   }
 
   // Per run: every rank's buffers, this process's own and the peers' as mapped here.
@@ -270,12 +298,15 @@ class IpcGroup final : public GroupBackend {
     run_collectively(
         state_->comm,
         [&] {
+          char* work = runner_->work(rank) ? allocation_start(runner_->work(rank)) : nullptr;
           for (std::size_t b = 0; b < own.size(); ++b) {
             if (!own[b]) continue;
             char* start = allocation_start(own[b]);
             check(cudaIpcGetMemHandle(&mine[b].handle, start), "cudaIpcGetMemHandle (is the buffer from cudaMalloc?)");
+            mine[b].start = reinterpret_cast<uint64_t>(start);
             mine[b].offset = own[b] - start;
             mine[b].present = 1;
+            mine[b].owned = start == work ? 1 : 0;
           }
         },
         failed_to("to export its buffers (engine=ce needs cudaMalloc'd buffers)"));
@@ -292,21 +323,32 @@ class IpcGroup final : public GroupBackend {
             std::array<SharedBuffer, 5> theirs;
             std::memcpy(theirs.data(), all.data() + std::size_t(q) * sizeof(theirs), sizeof(theirs));
             for (std::size_t b = 0; b < theirs.size(); ++b)
-              bases[std::size_t(q)][b] = theirs[b].present ? open(theirs[b].handle) + theirs[b].offset : nullptr;
+              bases[std::size_t(q)][b] =
+                  theirs[b].present ? open(q, theirs[b], theirs[b].owned ? kept_ : this_run_) + theirs[b].offset : nullptr;
           }
         },
         failed_to("to open its peers' buffers"));
     return bases;
   }
 
-  // Opens a peer's allocation once; later runs with the same handle reuse the mapping.
-  char* open(const cudaIpcMemHandle_t& handle) {
-    const std::string key = key_of(handle);
-    if (const auto it = opened_.find(key); it != opened_.end()) return it->second;
+  // Peer q's allocation mapped here: once per allocation (CUDA maps one only once per process)
+  // in `into`, kept_ (the group's life) or this_run_ (closed at the end of the run).
+  using Mappings = std::map<std::pair<int, uint64_t>, char*>;
+  char* open(int q, const SharedBuffer& b, Mappings& into) {
+    const std::pair<int, uint64_t> key{q, b.start};
+    for (Mappings* m : {&kept_, &this_run_})
+      if (const auto it = m->find(key); it != m->end()) return it->second;
     void* p = nullptr;
-    check(cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
-    opened_[key] = static_cast<char*>(p);
+    check(cudaIpcOpenMemHandle(&p, b.handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+    into[key] = static_cast<char*>(p);
     return static_cast<char*>(p);
+  }
+
+  // After this process's operations of a run (so nothing reads them) and before the barrier
+  // (after which a peer may free them): the caller buffers' mappings.
+  void close_run_mappings() {
+    for (const auto& [key, p] : this_run_) cudaIpcCloseMemHandle(p);
+    this_run_.clear();
   }
 
   // Every rank's `bytes` bytes (sizes may differ), rank by rank (collective).
@@ -326,10 +368,22 @@ class IpcGroup final : public GroupBackend {
     return all;
   }
 
+  // Collective (every rank's constructor fails at the same agreed step, or every rank
+  // destroys the group): first what this process holds of the peers (their events, its
+  // mappings), then a barrier, and only then what the peers hold of this one.
   void release() {
-    runner_.reset();  // synchronises the device first: nothing of ours still reads a mapping
-    for (const auto& [key, p] : opened_) cudaIpcCloseMemHandle(p);
-    opened_.clear();
+    if (runner_) {
+      try {
+        runner_->release_peer_events();  // waits for this process's operations first
+      } catch (const Error&) {
+        // A device already failed: what is left is freed below either way.
+      }
+    }
+    close_run_mappings();
+    for (const auto& [key, p] : kept_) cudaIpcCloseMemHandle(p);
+    kept_.clear();
+    if (comm_ != MPI_COMM_NULL) MPI_Barrier(comm_);
+    runner_.reset();
     peers_.reset();
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
@@ -341,7 +395,9 @@ class IpcGroup final : public GroupBackend {
   std::vector<Plan> plans_;        // every rank's
   std::unique_ptr<IpcPeers> peers_;
   std::unique_ptr<ProgramRunner> runner_;
-  std::map<std::string, char*> opened_;  // peers' allocations mapped here, by handle
+  int device_ = 0;
+  Mappings kept_;      // the peers' workspaces and rank 0's scratch, by (rank, allocation)
+  Mappings this_run_;  // the peers' caller buffers of the run in progress
 };
 
 }  // namespace

@@ -38,6 +38,8 @@ struct ProgramRunner::Resources {
   std::vector<cudaEvent_t> events;  // per op, for ops that record (nullptr otherwise)
   std::vector<cudaEvent_t> joins;   // per stream: its end, which origin waits for
   cudaEvent_t fork = nullptr, start = nullptr, stop = nullptr;
+  cudaEvent_t ready = nullptr;                // with peers: this process's inputs are ready
+  std::vector<cudaEvent_t> peer_ready;        // with peers: theirs, opened here
   std::vector<cudaEvent_t> op_start, op_end;  // Settings::timing
   std::vector<void*> memory;                  // cudaMalloc'd
   std::vector<char*> work;                    // per rank
@@ -65,7 +67,9 @@ struct ProgramRunner::Resources {
     for (auto* list : {&events, &joins, &op_start, &op_end})
       for (cudaEvent_t e : *list)
         if (e) cudaEventDestroy(e);
-    for (cudaEvent_t e : {fork, start, stop})
+    for (cudaEvent_t e : peer_ready)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : {fork, start, stop, ready})
       if (e) cudaEventDestroy(e);
     for (cudaStream_t s : streams)
       if (s) cudaStreamDestroy(s);
@@ -122,6 +126,7 @@ ProgramRunner::ProgramRunner(cofuse::detail::StreamProgram program, const OpDesc
     }
   for (std::size_t i = 0; i < r.streams.size(); ++i) r.joins.push_back(mine(int(i)) ? r.event(cudaEventDisableTiming) : nullptr);
   r.fork = r.event(cudaEventDisableTiming);
+  if (peers_) r.ready = r.event(cudaEventDisableTiming | cudaEventInterprocess);
   r.start = r.event(cudaEventDefault);
   r.stop = r.event(cudaEventDefault);
   if (settings.timing)
@@ -173,6 +178,26 @@ void ProgramRunner::use_peer_events(const std::vector<cudaEvent_t>& opened) {
     throw Error(ErrorCode::internal, "ProgramRunner: " + std::to_string(opened.size()) + " peer events for " +
                                          std::to_string(ops.size()) + " awaited operations");
   for (std::size_t k = 0; k < ops.size(); ++k) r_->events[std::size_t(ops[k])] = opened[k];
+}
+
+cudaEvent_t ProgramRunner::ready_event() const { return r_->ready; }
+
+void ProgramRunner::use_peer_ready(const std::vector<cudaEvent_t>& opened) { r_->peer_ready = opened; }
+
+void ProgramRunner::mark_ready() { check(cudaEventRecord(r_->ready, r_->origin), "cudaEventRecord"); }
+
+void ProgramRunner::release_peer_events() {
+  Resources& r = *r_;
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  for (std::size_t i = 0; i < program_.ops.size(); ++i)
+    if (r.events[i] && !mine(program_.ops[i].stream)) {
+      cudaEventDestroy(r.events[i]);
+      r.events[i] = nullptr;
+    }
+  for (cudaEvent_t& e : r.peer_ready) {
+    if (e) cudaEventDestroy(e);
+    e = nullptr;
+  }
 }
 
 char* ProgramRunner::scratch() const { return r_->scratch; }
@@ -240,8 +265,11 @@ void ProgramRunner::issue(const StreamOp& op, cudaStream_t stream) {
 void ProgramRunner::enqueue_program() {
   Resources& r = *r_;
   check(cudaEventRecord(r.fork, r.origin), "cudaEventRecord");
-  for (cudaStream_t s : r.streams)
-    if (s) check(cudaStreamWaitEvent(s, r.fork, 0), "cudaStreamWaitEvent");
+  for (cudaStream_t s : r.streams) {
+    if (!s) continue;
+    check(cudaStreamWaitEvent(s, r.fork, 0), "cudaStreamWaitEvent");
+    for (cudaEvent_t e : r.peer_ready) check(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent");
+  }
   const std::vector<StreamOp>& ops = program_.ops;
   for (std::size_t i = 0; i < ops.size();) {
     // A group of communication operations goes as one: every wait first, then the library call.
@@ -310,6 +338,7 @@ RunStats ProgramRunner::run(const Bases& bases) {
   check(cudaEventRecord(r.start, r.origin), "cudaEventRecord");
   if (settings_.graph) check(cudaGraphLaunch(r.graph, r.origin), "cudaGraphLaunch");
   else enqueue_program();
+  if (peers_) peers_->issued();
   check(cudaEventRecord(r.stop, r.origin), "cudaEventRecord");
   check(cudaEventSynchronize(r.stop), "cudaEventSynchronize");
   check(cudaGetLastError(), "the program's kernels");

@@ -43,6 +43,11 @@ class Peers {
   virtual void recorded(int op, const std::vector<int>& to) = 0;
   /// This run: returns once the process that owns `op` has recorded its event.
   virtual void await(int op) = 0;
+  /// This run: every operation of this process is issued. Completes the notices sent, before
+  /// the host waits for the GPU: a notice an MPI library left queued would otherwise not go
+  /// out while this process sits in cudaEventSynchronize, and its peer would never issue the
+  /// operations this process's GPU waits for.
+  virtual void issued() = 0;
   /// This run: called when this process's operations are done; returns when every process's
   /// are, so that no buffer of the run is still read when run() returns.
   virtual void finish_run() = 0;
@@ -72,8 +77,20 @@ class ProgramRunner {
   /// With peers: the operations of other ranks that this process's operations wait for.
   std::vector<int> awaited() const;
   /// With peers: their events as opened in this process, in the order of awaited(); the
-  /// runner destroys them.
+  /// runner destroys them (release_peer_events).
   void use_peer_events(const std::vector<cudaEvent_t>& opened);
+  /// With peers: this process's "inputs ready" event (interprocess), recorded by mark_ready().
+  cudaEvent_t ready_event() const;
+  /// With peers: the other processes' ready events, opened here: every stream of this process
+  /// waits for them before its first operation of a run, since its copies and sums read the
+  /// peers' buffers, which the peers' own earlier work (uploads, kernels) may still be writing.
+  void use_peer_ready(const std::vector<cudaEvent_t>& opened);
+  /// With peers: records the ready event after the caller's work queued so far on the legacy
+  /// default stream; call it before the peers can wait for it (before the per-run exchange).
+  void mark_ready();
+  /// With peers: waits for this process's operations and destroys the peers' events opened
+  /// here (they must go before their owners destroy them).
+  void release_peer_events();
   /// The program's scratch (allocated by the process of rank 0 only, with peers).
   char* scratch() const;
   /// With peers: the scratch as this process sees it (rank 0's, opened here).

@@ -93,10 +93,12 @@ void every_op_matches_the_reference(int rank, int size, uint64_t seed, const cha
             ok(cudaMalloc(&p[i], mine.bytes[i].size()), "cudaMalloc");
             ok(cudaMemcpy(p[i], mine.bytes[i].data(), mine.bytes[i].size(), cudaMemcpyHostToDevice), "cudaMemcpy");
           }
-        cuda::Group group(d, MPI_COMM_WORLD, s);
-        group.run({p[0], p[1], p[2], kind == OpKind::ag_gemm ? p[3] : nullptr});
-        // A second run on the same buffers: engine=ce reuses its mappings and events.
-        if (s.driver == CommDriver::ce) group.run({p[0], p[1], p[2], kind == OpKind::ag_gemm ? p[3] : nullptr});
+        {  // the group goes before its buffers: with engine=ce the peers map them
+          cuda::Group group(d, MPI_COMM_WORLD, s);
+          group.run({p[0], p[1], p[2], kind == OpKind::ag_gemm ? p[3] : nullptr});
+          // A second run on the same buffers: engine=ce maps them again, its events are reused.
+          if (s.driver == CommDriver::ce) group.run({p[0], p[1], p[2], kind == OpKind::ag_gemm ? p[3] : nullptr});
+        }
         for (int i : {2, 3})
           if (p[i]) ok(cudaMemcpy(mine.bytes[i].data(), p[i], mine.bytes[i].size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
         for (void* q : p) cudaFree(q);
