@@ -411,12 +411,22 @@ class SymbolicRun {
   std::string error_;  // the first thing that went wrong
 };
 
+// A sanitizer build runs every 4th case: it looks for memory errors, some 60x slower (416 s
+// for all cases under ASan on 2 cores, past the unit stage's limit), while the normal build of
+// the same CI run checks every case.
+#ifdef COFUSE_SANITIZED
+constexpr int kSymbolicStride = 4;
+#else
+constexpr int kSymbolicStride = 1;
+#endif
+
 TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
-  int cases = 0;
+  int cases = 0, seen = 0;
   for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
       for (const Schedule& s : schedules_of(d, {1, 2, 3, 8}, per_host)) {
         if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
+        if (seen++ % kSymbolicStride != 0) continue;
         std::vector<Plan> plans;
         for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
         // G in the caller's buffer and in the workspace, alternately.
@@ -425,7 +435,7 @@ TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
         if (error.empty()) error = run.check_outputs();
         if (!error.empty()) ADD_FAILURE() << d.to_string() << " | " << s.to_string() << ": " << error;
       }
-  EXPECT_GT(cases, 3000);
+  EXPECT_GT(cases, 3000 / kSymbolicStride);
 }
 
 // MPI guarantees tags up to 32767 only, and the executor refuses a plan past the library's bound:
