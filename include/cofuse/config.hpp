@@ -31,11 +31,14 @@ inline constexpr std::string_view kProfile = "calibrated";
 /// What "calibrated" falls back to where nothing can be measured and nothing is cached: the
 /// shipped profile of this project's host over shared memory.
 inline constexpr std::string_view kUncalibratedProfile = "this-host-shm";
-/// Calls an `auto` Operation spends measuring its candidates before it settles (0 = never: the
-/// model's choice, or the tuning database's, is final). 24: six calls of each of the model's
-/// best three and serial, five of them counted; with 12 (two counted) the online pick was more
-/// than 3% slower than serial in 3 of 10 cases on shared memory (bench/planner_eval.py).
-inline constexpr int kAutotuneCalls = 24;
+/// The most calls an `auto` Operation's race spends measuring its candidates before it settles
+/// (0 = never: the model's choice, or the tuning database's, is final). 32: the whole race of
+/// eight candidates (serial, the best other unfused way, the model's best six overlapped):
+/// 16 calls for two of each, 8-10 for the better half, 4-6 for the last two or three
+/// (tune/race.hpp). Round-robin tuning with 12 calls (two counted of four candidates) left the
+/// online pick more than 3% slower than serial in 3 of 10 cases on shared memory
+/// (bench/planner_eval.py).
+inline constexpr int kAutotuneCalls = 32;
 /// Progress thread poll interval (ExecSettings::poll_us, SimOptions::poll_us), microseconds.
 /// 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks) spinning
 /// cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).

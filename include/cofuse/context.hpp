@@ -58,15 +58,18 @@ struct OperationOptions {
   /// planning_profile()'s rule (calibrate.hpp: $COFUSE_PROFILE, else a calibration of this
   /// communicator). Its name is the tuning database's machine key.
   std::string profile;
-  /// Calls spent measuring before settling. < 0: config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS,
-  /// else config::kAutotuneCalls = 24: six calls of each of four candidates; each candidate's
-  /// first call is its warm-up). 0: off, the planner's choice is final. Fewer calls than
-  /// candidates measure only the first ones (serial first).
+  /// The race's call budget: the most calls spent measuring before settling (successive
+  /// halving, tune/race.hpp: two calls of every candidate, each one's first a warm-up, then two
+  /// of the better half, and so on, stopping early when the rest trail by more than the noise).
+  /// < 0: config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else config::kAutotuneCalls = 32:
+  /// the whole race of 8 candidates). 0: off, the planner's choice is final. A budget short of
+  /// two calls per candidate races only the first ones (serial first); one too short for two
+  /// candidates races none.
   int tune_calls = -1;
-  /// How many of the model's best overlapped schedules are measured beside serial: its best of
-  /// each way of moving the data first (library collective, ring, direct; flat or two-level),
-  /// where the model is least sure, then its next best.
-  int candidates = 3;
+  /// How many of the model's best overlapped schedules race beside serial and the best other
+  /// unfused way: its best of each way of moving the data first (library collective, ring,
+  /// direct; flat or two-level), where the model is least sure, then its next best.
+  int candidates = 6;
   /// The lead over serial's median an overlapped winner needs; < 0 = config::noise_guard()
   /// ($COFUSE_NOISE_GUARD, else 3%), the rule `cofuse tune` applies too.
   double noise_guard = -1;

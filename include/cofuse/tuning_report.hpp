@@ -16,7 +16,7 @@ enum class SettledBy {
   tuning,       // not yet: still measuring its candidates
   database,     // the tuning database held a measured winner for this question
   model,        // the planner's choice, unmeasured: tuning off, or no overlapped candidate
-  measurement,  // measured over tune_calls calls
+  measurement,  // raced over at most tune_calls calls
 };
 /// "tuning", "database", "model" or "measurement".
 const char* to_string(SettledBy s);
@@ -30,6 +30,9 @@ struct TunedCandidate {
   /// The slowest rank's median of its calls' run_s (seconds) but the first (a warm-up, counted
   /// only when it is the only one), the same on every rank; set when settled by measurement.
   double median_s = 0;
+  /// The model's own prediction, before the measured correction (PlanCandidate::model_s): what
+  /// this candidate's median is evidence against.
+  double model_s = 0;
 };
 
 struct TuningReport {
@@ -40,12 +43,18 @@ struct TuningReport {
   PlanChoice model_choice;
   std::string profile;         // the profile planned with (its name: the database's machine key)
   std::string profile_source;  // where it came from (PlanningProfile::source, calibrate.hpp)
-  /// The candidates measured (serial first), with their medians once settled by measurement;
-  /// empty when it settled at once.
+  /// The candidates raced (serial first, then the best other unfused way, then the model's best
+  /// overlapped schedules), with their medians once settled by measurement (a candidate
+  /// dropped early keeps the median it was dropped with); empty when it settled at once.
   std::vector<TunedCandidate> candidates;
   std::size_t winner = 0;   // index into candidates, once settled by measurement
   int calls = 0;            // calls that returned (tuning calls included)
-  int tune_calls = 0;       // the tuning calls in effect (rank 0's; 0 when it settled at once)
+  int tune_calls = 0;       // the race's call budget in effect (rank 0's; 0 when it settled at once)
+  int calls_raced = 0;      // the calls the race took (<= tune_calls), once settled by measurement
+  int rounds = 0;           // rounds of the race closed so far (tune/race.hpp: successive halving)
+  /// Why the race stopped ("one candidate left beside serial", "the call budget is spent", ...),
+  /// or why there was none (settled by the model with a budget too small for two candidates).
+  std::string stop_reason;
   bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
   double noise_guard = 0;   // the lead over serial a winner needed (config::noise_guard)
   std::string tuning_db;    // the database read and written

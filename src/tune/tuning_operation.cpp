@@ -1,20 +1,19 @@
-// Online tuning (tune/tuning_operation.hpp). Call i runs candidate i % n (the model's best
-// overlapped schedules and serial, interleaved so that drift hits them all alike), every call a
-// normal execute with a correct result. After the tuning calls the ranks agree on the fastest
-// (each rank's median per candidate, its first call left out as a warm-up, then the slowest
-// rank's: every rank holds the same numbers, so every rank computes the same winner), keep it,
-// and rank 0 writes it to the tuning database with its provenance, so the next process on this
-// machine starts settled.
+// Online tuning (tune/tuning_operation.hpp). The candidates are serial, the best other unfused
+// way, and the model's best overlapped schedules; the race (tune/race.hpp: successive halving,
+// the same rule as `cofuse tune`) says which one each call runs, every call a normal execute
+// with a correct result. At the end of each round the ranks agree on the numbers (each rank's
+// median and spread per candidate, then the slowest rank's: every rank holds the same numbers,
+// so every rank narrows alike), and when the race stops they keep the winner (the noise guard
+// against serial, tune/winner.hpp) and rank 0 writes it to the tuning database with its
+// provenance, so the next process on this machine starts settled.
 //
-//   calls:   0    1    2    3    4    5    6    7  | 8 ...
-//   runs:    S    A    B    C    S    A    B    C  | winner (tune_calls = 8, 3 candidates + serial)
-//                                                 ^ settle: medians, MPI_MAX over ranks, argmin,
-//                                                   noise guard against serial, record
+//   calls:   S U A B C D  S U A B C D | S A C  S A C | S A  S A | winner ...
+//            round 0 (warm-up, counted) | round 1      | round 2  ^ settle: one left beside serial
 //
 // It settles at once, measuring nothing, when the planner's answer came from the tuning
-// database (PlanChoice::measured), when tuning is off (tune_calls = 0), or when the model has no
-// overlapped schedule to offer. Ranks whose databases or profile files differ still agree: the
-// planner's answer and the tuning settings are rank 0's.
+// database (PlanChoice::measured), when tuning is off (tune_calls = 0) or too short for a race,
+// or when the model has no overlapped schedule to offer. Ranks whose databases or profile files
+// differ still agree: the planner's answer and the tuning settings are rank 0's.
 #include "tune/tuning_operation.hpp"
 
 #include <algorithm>
@@ -36,6 +35,7 @@
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/text.hpp"
 #include "measure/timing.hpp"
+#include "tune/race.hpp"
 #include "tune/winner.hpp"
 
 namespace cofuse {
@@ -52,7 +52,7 @@ const char* to_string(SettledBy s) {
 
 namespace {
 
-// The overlapped candidates measured beside serial, in the model's order: its best of each way
+// The overlapped candidates raced beside the baselines, in the model's order: its best of each way
 // of moving the data (a library collective, cofuse's ring, direct exchange; flat or two-level)
 // first, then its next best. The model is least sure between those families (a collective's
 // cost under overlap, the slow link's share): on 2 netlab hosts of 2 ranks it ranked three
@@ -65,7 +65,7 @@ std::vector<const PlanCandidate*> to_measure(const std::vector<PlanCandidate>& r
   for (int pass = 0; pass < 2; ++pass)
     for (std::size_t i = 0; i < ranked.size() && left > 0; ++i) {
       const Schedule& s = ranked[i].schedule;
-      if (taken[i] || s == serial_schedule()) continue;  // serial is always measured, first
+      if (taken[i] || s.overlap == Overlap::none) continue;  // the unfused baselines race anyway
       if (pass == 0 && !families.insert({s.algo, s.topo}).second) continue;
       taken[i] = true;
       --left;
@@ -74,6 +74,15 @@ std::vector<const PlanCandidate*> to_measure(const std::vector<PlanCandidate>& r
   for (std::size_t i = 0; i < ranked.size(); ++i)
     if (taken[i]) out.push_back(&ranked[i]);
   return out;
+}
+
+// The best unfused way besides serial (cofuse's ring, direct exchange, the two-level ring), as
+// the model ranks them: a user who does not overlap still picks the faster transport, so the
+// race must beat that too. Null when the model offers none.
+const PlanCandidate* best_unfused(const std::vector<PlanCandidate>& ranked) {
+  for (const PlanCandidate& c : ranked)
+    if (c.schedule.overlap == Overlap::none && c.schedule != serial_schedule()) return &c;
+  return nullptr;
 }
 
 // Doubles travel as hexadecimal text: exact, so every rank holds rank 0's very numbers.
@@ -103,9 +112,10 @@ std::vector<std::string> broadcast_fields(MPI_Comm comm, int rank, const std::ve
 
 std::string ms(double seconds) { return measure::fixed(seconds * 1e3, 3) + " ms"; }
 
-// What rank 0 broadcasts: these fields, then three per overlapped candidate (schedule, name,
-// prediction).
-constexpr std::size_t kChoiceFields = 10;
+// What rank 0 broadcasts: these fields, then four per candidate beside serial (schedule, name,
+// prediction, the model's uncorrected prediction).
+constexpr std::size_t kChoiceFields = 11;
+constexpr std::size_t kCandidateFields = 4;
 
 
 // The backend of an `auto` Operation: the candidates' CPU operations, one of which runs a call.
@@ -125,7 +135,7 @@ class TuningOperation final : public detail::OperationBackend {
   std::string explain() const override;
 
  private:
-  void settle();
+  void close_round();
   void record(const std::vector<detail::MeasuredCandidate>& measured);
   // A warning from rank 0's tuning: said once, through the log.
   void warn(const std::string& message) const {
@@ -140,7 +150,7 @@ class TuningOperation final : public detail::OperationBackend {
   detail::CommState* state_ = nullptr;  // the communicator's state (its watchdog), owned there
   bool record_ = true;
   TuningReport report_;
-  std::vector<std::vector<double>> samples_;  // this rank's run_s per candidate
+  std::unique_ptr<detail::Race> race_;  // while tuning: which candidate each call runs
   std::vector<std::unique_ptr<detail::OperationBackend>> ops_;  // one per candidate while tuning; then the winner alone
   std::size_t current_ = 0;                                      // index into ops_ of the next call
 };
@@ -198,11 +208,17 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   // differ would otherwise build different candidates, or settle at different calls.
   std::vector<std::string> fields;
   if (rank_ == 0) {
+    double serial_model_s = choice.serial_s;
+    for (const PlanCandidate& c : choice.candidates)
+      if (c.schedule == serial_schedule()) serial_model_s = c.model_s;
     fields = {std::to_string(tune_calls), exact(noise_guard), options.record ? "1" : "0",
               choice.measured ? "1" : "0", choice.schedule.to_string(), choice.name, exact(choice.predicted_s),
-              exact(choice.serial_s), choice.why, choice.warning};
-    for (const PlanCandidate* c : to_measure(choice.candidates, options.candidates))
-      fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s)});
+              exact(choice.serial_s), choice.why, choice.warning, exact(serial_model_s)};
+    std::vector<const PlanCandidate*> racing = to_measure(choice.candidates, options.candidates);
+    if (const PlanCandidate* unfused = best_unfused(choice.candidates); unfused && !racing.empty())
+      racing.insert(racing.begin(), unfused);
+    for (const PlanCandidate* c : racing)
+      fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s), exact(c->model_s)});
   }
   fields = broadcast_fields(comm_, rank_, fields);
   tune_calls = std::stoi(fields[0]);
@@ -224,20 +240,29 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
     return;
   }
   // Serial first (the baseline every winner must beat, and the one measured when calls are
-  // few), then the model's best overlapped schedules, fastest predicted first.
+  // few), the best other unfused way, then the model's best overlapped schedules, fastest
+  // predicted first; the race (tune/race.hpp) narrows them.
   std::vector<TunedCandidate>& candidates = report_.candidates;
-  candidates.push_back({serial_schedule(), "serial", choice.serial_s, 0, 0});
-  for (std::size_t i = kChoiceFields; i + 2 < fields.size(); i += 3)
-    candidates.push_back({*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0});
-  if (candidates.size() > static_cast<std::size_t>(tune_calls)) candidates.resize(static_cast<std::size_t>(tune_calls));
+  candidates.push_back({serial_schedule(), "serial", choice.serial_s, 0, 0, from_exact(fields[10])});
+  for (std::size_t i = kChoiceFields; i + kCandidateFields <= fields.size(); i += kCandidateFields)
+    candidates.push_back({*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0,
+                          from_exact(fields[i + 3])});
+  race_ = std::make_unique<detail::Race>(candidates.size(), tune_calls, report_.noise_guard);
+  if (race_->settled()) {  // a budget too small for two candidates: the planner's choice
+    candidates.clear();
+    report_.stop_reason = race_->stop_reason();
+    report_.settled_by = SettledBy::model;
+    ops_.push_back(detail::make_cpu_operation(desc_, user, choice.schedule, options.exec));
+    return;
+  }
   report_.tune_calls = tune_calls;
-  samples_.assign(candidates.size(), {});
   for (const TunedCandidate& c : candidates) ops_.push_back(detail::make_cpu_operation(desc_, user, c.schedule, options.exec));
+  current_ = race_->next();
   report_.settled_by = SettledBy::tuning;
 }
 
 RunStats TuningOperation::execute(const OpBuffers& buffers, const Status& caller_check) {
-  if (!report_.settled() && report_.calls >= report_.tune_calls) settle();  // a settling that threw: again, first
+  if (!report_.settled() && race_->round_over()) close_round();  // a closing that threw: again, first
   RunStats stats;
   try {
     stats = ops_[current_]->execute(buffers, caller_check);
@@ -247,55 +272,59 @@ RunStats TuningOperation::execute(const OpBuffers& buffers, const Status& caller
     // left out of the race instead of being retried forever.
     if (!report_.settled()) {
       ++report_.calls;
-      if (report_.calls < report_.tune_calls) current_ = static_cast<std::size_t>(report_.calls) % ops_.size();
+      ++report_.candidates[current_].calls;
+      race_->failed();
+      if (race_->round_over()) close_round();
+      else current_ = race_->next();
     }
     throw;
   }
   ++report_.calls;
   if (report_.settled()) return stats;
-  samples_[current_].push_back(stats.run_s);  // from the ranks' common start, not this rank's entry
+  race_->record(stats.run_s);  // from the ranks' common start, not this rank's entry
   ++report_.candidates[current_].calls;
-  if (report_.calls >= report_.tune_calls) settle();
-  else current_ = static_cast<std::size_t>(report_.calls) % ops_.size();
+  if (race_->round_over()) close_round();
+  else current_ = race_->next();
   return stats;
 }
 
-void TuningOperation::settle() {
+void TuningOperation::close_round() {
   const detail::CallDeadline deadline(*state_, deadline_s_, "auto operation (" + desc_.to_string() + "), settling",
                                       [] { return std::string("a peer, agreeing on the fastest candidate"); });
-  // Each rank's median per candidate, then the slowest rank's: the numbers every rank then holds
-  // are identical, so every rank picks the same winner without another message. (A slow rank
-  // makes the others wait inside the same calls, so the slowest rank's time is the one a
-  // caller's step actually pays.)
-  // A candidate's first call is its warm-up and is not counted when it has others: it pays what
-  // later calls do not (the first message on each new path, pages of a workspace that grew; the
-  // very first call of all, whichever candidate it runs, the process's own start-up). On this
-  // host serial's first call of a gemm_rs 8x6x4 at 1 rank took 1.9 ms against 0.009 ms after,
-  // and counted, serial (always the first candidate) lost to everything at 2 calls each.
-  const std::size_t n = ops_.size();
-  std::vector<double> medians(n, 0.0);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::vector<double> counted = samples_[i];
-    if (counted.size() > 1) counted.erase(counted.begin());
-    medians[i] = measure::summarize(counted).median;
-  }
-  detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, medians.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX, comm_),
+  // Each rank's median (and spread) per candidate, then the slowest rank's: the numbers every
+  // rank then holds are identical, so every rank narrows the field alike and picks the same
+  // winner without another message. (A slow rank makes the others wait inside the same calls,
+  // so the slowest rank's time is the one a caller's step actually pays.) Each candidate's first
+  // call is its warm-up (race.hpp): it pays what later calls do not (the first message on each
+  // new path, pages of a workspace that grew; the very first call of all, the process's own
+  // start-up). On this host serial's first call of a gemm_rs 8x6x4 at 1 rank took 1.9 ms
+  // against 0.009 ms after.
+  std::vector<double> numbers = race_->round_numbers();
+  detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, numbers.data(), static_cast<int>(numbers.size()), MPI_DOUBLE, MPI_MAX, comm_),
                     "MPI_Allreduce");
-  // Candidates without a counted call (every one of theirs failed) are not in the race.
+  race_->close_round(numbers);
+  report_.rounds = race_->rounds();
+  if (!race_->settled()) {
+    current_ = race_->next();
+    return;
+  }
+  const std::size_t n = ops_.size();
+  const std::vector<bool> eligible = race_->eligible();
   std::vector<detail::MeasuredCandidate> measured;
   for (std::size_t i = 0; i < n; ++i)
-    measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, medians[i], report_.candidates[i].calls > 0});
+    measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, race_->medians()[i], eligible[i]});
   const std::size_t winner = detail::pick_winner(measured, report_.noise_guard);
 
   // Nothing above changed this object; from here on nothing throws.
-  for (std::size_t i = 0; i < n; ++i) report_.candidates[i].median_s = medians[i];
+  for (std::size_t i = 0; i < n; ++i) report_.candidates[i].median_s = race_->medians()[i];
   std::unique_ptr<detail::OperationBackend> kept = std::move(ops_[winner]);
   ops_.clear();
   ops_.push_back(std::move(kept));
   current_ = 0;
   report_.winner = winner;
+  report_.stop_reason = race_->stop_reason();
+  report_.calls_raced = race_->calls_used();
   report_.settled_by = SettledBy::measurement;
-  samples_.clear();
   if (record_ && rank_ == 0) record(measured);
 }
 
@@ -307,6 +336,7 @@ void TuningOperation::record(const std::vector<detail::MeasuredCandidate>& measu
     std::string ignored;
     TuningDb db = TuningDb::load(path, &ignored);
     db.put(detail::winner_entry(desc_, report_.profile, measured, report_.winner, "online tuning in " + who_));
+    detail::add_evidence(db, desc_, report_, "online tuning in " + who_);
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     db.save(path);
@@ -326,14 +356,16 @@ std::string TuningOperation::explain() const {
       o << "Settled at once from the tuning database " << report_.tuning_db << ": " << choice.why;
       break;
     case SettledBy::model:
-      o << (report_.tuning_off ? "Online tuning is off (tune_calls = 0), so the model's choice is final: "
-                        : "There is no overlapped candidate to measure, so the model's choice is final: ")
+      o << (report_.tuning_off            ? "Online tuning is off (tune_calls = 0), so the model's choice is final: "
+            : !report_.stop_reason.empty() ? "No race (" + report_.stop_reason + "), so the model's choice is final: "
+                                           : std::string("There is no overlapped candidate to measure, so the model's choice is final: "))
         << choice.name << ", predicted " << ms(choice.predicted_s) << " (serial " << ms(choice.serial_s) << "). "
         << choice.why;
       break;
     case SettledBy::tuning: {
       o << "The model chose " << choice.name << " (predicted " << ms(choice.predicted_s) << ", serial "
-        << ms(choice.serial_s) << "); tuning: call " << report_.calls << " of " << report_.tune_calls << ", measuring in turn";
+        << ms(choice.serial_s) << "); tuning: call " << report_.calls << " of at most " << report_.tune_calls
+        << ", round " << report_.rounds << " of the race, calls so far:";
       for (const TunedCandidate& c : candidates) o << " " << c.name << " (" << c.calls << " calls so far)";
       o << ".";
       break;
@@ -342,8 +374,9 @@ std::string TuningOperation::explain() const {
       const TunedCandidate& w = candidates[report_.winner];
       const TunedCandidate& s = candidates[0];
       o << "The model chose " << choice.name << " (predicted " << ms(choice.predicted_s) << ", serial "
-        << ms(choice.serial_s) << "). Measured over " << report_.tune_calls
-        << " calls, interleaved (median of each candidate's calls but its first, slowest rank):";
+        << ms(choice.serial_s) << "). Raced over " << report_.calls_raced << " of at most " << report_.tune_calls
+        << " calls in " << report_.rounds << " rounds of successive halving, stopped: " << report_.stop_reason
+        << " (median of each candidate's calls but its first, slowest rank):";
       for (std::size_t i = 0; i < candidates.size(); ++i) {
         const TunedCandidate& c = candidates[i];
         o << (i ? ";" : "") << " " << c.name << " " << ms(c.median_s) << " (" << c.calls << " calls, predicted "

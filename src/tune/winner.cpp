@@ -35,4 +35,11 @@ TuningEntry winner_entry(const OpDesc& desc, const std::string& machine, const s
   return e;
 }
 
+void add_evidence(TuningDb& db, const OpDesc& desc, const TuningReport& report, const std::string& measured_by) {
+  for (const TunedCandidate& c : report.candidates)
+    if (c.calls > 0 && c.median_s > 0 && c.model_s > 0)
+      db.add_evidence(desc, report.profile, correction_family(c.schedule), c.median_s / c.model_s, measured_by,
+                      build_info().git_revision);
+}
+
 }  // namespace cofuse::detail

@@ -7,6 +7,7 @@
 #include "cofuse/op_desc.hpp"
 #include "cofuse/schedule.hpp"
 #include "cofuse/model/tuning.hpp"
+#include "cofuse/tuning_report.hpp"
 
 namespace cofuse::detail {
 
@@ -31,5 +32,10 @@ std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double n
 /// measured_by: "cofuse tune" or "online tuning in <who>".
 TuningEntry winner_entry(const OpDesc& desc, const std::string& machine, const std::vector<MeasuredCandidate>& measured,
                          std::size_t winner, const std::string& measured_by);
+
+/// Every candidate a race measured is evidence of the model's error on this machine: adds its
+/// median / the model's own prediction to db's correction of its kind (ModelCorrection,
+/// cofuse/model/tuning.hpp), so the next plan here is corrected by it. machine: report.profile.
+void add_evidence(TuningDb& db, const OpDesc& desc, const TuningReport& report, const std::string& measured_by);
 
 }  // namespace cofuse::detail

@@ -6,7 +6,7 @@ set -u
 mpirun=$1 cofuse=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$mpirun" -np 2 "$cofuse" tune --op gemm_rs --m 256 --n 128 --k 64 --profile this-host-shm --top 2 --iters 2 --warmup 1 \
+"$mpirun" -np 2 "$cofuse" tune --op gemm_rs --m 256 --n 128 --k 64 --profile this-host-shm --top 2 --calls 8 \
   --quiet --db "$dir/tuning.json" || { echo "FAIL: cofuse tune exited $?"; exit 1; }
 /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["schema"]=="cofuse.tuning/1" and len(d["entries"])==1, d' \
   "$dir/tuning.json" || { echo "FAIL: not a tuning database"; exit 1; }

@@ -109,8 +109,10 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
     const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, 4 * p);
     const uint64_t seed = test::run_seed() + 7919 * uint64_t(++n);
     SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
-    const int calls = 8;
-    Operation op = make_auto(d, tuning(dir.path() + "/tuning.json", calls));
+    const int calls = 24;
+    OperationOptions o = tuning(dir.path() + "/tuning.json", calls);
+    o.candidates = 3;
+    Operation op = make_auto(d, o);
     measure::Inputs in(d, seed, test::world_rank());
     const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
     if (op.tuning()->settled()) {
@@ -119,28 +121,36 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
       run_checked(op, in, reference, 2);
       continue;
     }
-    ASSERT_GE(op.tuning()->candidates.size(), 2u);
+    const std::size_t n_candidates = op.tuning()->candidates.size();
+    ASSERT_GE(n_candidates, 2u);
     EXPECT_EQ(op.tuning()->candidates.front().schedule, serial_schedule());
-    // The calls run the candidates in turn: call i runs candidate i % n.
+    // Round 0 of the race runs every candidate twice, in turn: call i runs candidate i % n.
     std::vector<std::string> ran;
     run_checked(op, in, reference, calls, [&](const Operation& a) { ran.push_back(a.schedule().to_string()); });
-    for (int i = 0; i < calls; ++i)
-      EXPECT_EQ(ran[std::size_t(i)], op.tuning()->candidates[std::size_t(i) % op.tuning()->candidates.size()].schedule.to_string()) << "call " << i;
+    for (std::size_t i = 0; i < 2 * n_candidates; ++i)
+      EXPECT_EQ(ran[i], op.tuning()->candidates[i % n_candidates].schedule.to_string()) << "call " << i;
     EXPECT_TRUE(op.tuning()->settled()) << op.explain();
     EXPECT_EQ(op.tuning()->settled_by, SettledBy::measurement);
     EXPECT_EQ(op.tuning()->calls, calls);
-    int measured = 0;
+    EXPECT_LE(op.tuning()->calls_raced, calls);
+    EXPECT_GE(op.tuning()->rounds, 1);
+    int measured = 0, most = 0;
     for (const TunedCandidate& t : op.tuning()->candidates) {
       EXPECT_GT(t.median_s, 0) << t.name;
+      EXPECT_GE(t.calls, 2) << t.name;
       measured += t.calls;
+      most = std::max(most, t.calls);
     }
-    EXPECT_EQ(measured, calls);
+    EXPECT_EQ(measured, op.tuning()->calls_raced);
+    // Serial races to the end (the winner is judged against it), and so does the winner.
+    EXPECT_EQ(op.tuning()->candidates.front().calls, most) << op.explain();
+    EXPECT_EQ(op.tuning()->candidates[op.tuning()->winner].calls, most) << op.explain();
     expect_same_on_every_rank(verdict(op), "the settled verdict");
     // Settled: the winner from now on, still right.
     const Schedule winner = op.schedule();
     run_checked(op, in, reference, 2);
     EXPECT_EQ(op.schedule(), winner);
-    EXPECT_NE(op.explain().find("Measured over 8 calls"), std::string::npos) << op.explain();
+    EXPECT_NE(op.explain().find("rounds of successive halving"), std::string::npos) << op.explain();
   }
 }
 
@@ -303,8 +313,9 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
   EXPECT_EQ(configured.tuning()->settled(), config::autotune_calls().value == 0);
 }
 
-// The candidates measured beside serial: the model's best of each way of moving the data (algo,
-// topo) first, where the model errs most, then its next best; in the model's order.
+// The candidates raced: serial, the model's best other unfused way, then its best overlapped
+// schedule of each way of moving the data (algo, topo) first, where the model errs most, then
+// its next best; in the model's order.
 TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
   const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
@@ -317,16 +328,23 @@ TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
   // What the rule picks, from the planner's ranking: each family's best, then the next best.
   std::set<std::pair<Algo, Topo>> families;
   std::vector<std::string> firsts;
-  for (const PlanCandidate& c : ranked)
-    if (!(c.schedule == serial_schedule()) && families.insert({c.schedule.algo, c.schedule.topo}).second)
-      firsts.push_back(c.schedule.to_string());
+  std::string unfused;
+  for (const PlanCandidate& c : ranked) {
+    if (c.schedule.overlap == Overlap::none) {
+      if (unfused.empty() && !(c.schedule == serial_schedule())) unfused = c.schedule.to_string();
+      continue;
+    }
+    if (families.insert({c.schedule.algo, c.schedule.topo}).second) firsts.push_back(c.schedule.to_string());
+  }
   ASSERT_GE(firsts.size(), 3u) << "gemm_rs on " << p << " ranks has collective, ring and direct schedules";
-  ASSERT_EQ(op.tuning()->candidates.size(), 4u) << op.explain();
+  ASSERT_FALSE(unfused.empty()) << "serial-ring is a candidate";
+  ASSERT_EQ(op.tuning()->candidates.size(), 5u) << op.explain();
   EXPECT_EQ(op.tuning()->candidates[0].schedule, serial_schedule());
+  EXPECT_EQ(op.tuning()->candidates[1].schedule.to_string(), unfused);
   std::set<std::string> measured;
-  for (std::size_t i = 1; i < op.tuning()->candidates.size(); ++i) measured.insert(op.tuning()->candidates[i].schedule.to_string());
+  for (std::size_t i = 2; i < op.tuning()->candidates.size(); ++i) measured.insert(op.tuning()->candidates[i].schedule.to_string());
   EXPECT_EQ(measured, std::set<std::string>(firsts.begin(), firsts.begin() + 3)) << op.explain();
-  for (std::size_t i = 2; i < op.tuning()->candidates.size(); ++i)
+  for (std::size_t i = 3; i < op.tuning()->candidates.size(); ++i)
     EXPECT_LE(op.tuning()->candidates[i - 1].predicted_s, op.tuning()->candidates[i].predicted_s) << "in the model's order";
 }
 

@@ -301,11 +301,12 @@ MachineProfile round_profile(double contention) {
 //   100 us, + 10 us launch = 110 us (memory: 540,000 bytes = 0.54 us, below). Makespan 340 us.
 // ring, 2 chunks: pieces of 50 rows (100,000 bytes). GEMM 50x50x500: 2.5e6 flop = 25 us + 10 us
 //   = 35 us (memory 0.21 us). At t = 0 both own pieces start on the compute engine (0-35, 35-70)
-//   and piece 0 is posted to the peer: latency 20 us + poll_us / 2 = 100 us -> 120 us; it flows
-//   120-220 (100,000 bytes at 1 GB/s). Messages to one peer go one at a time (lowering chains
-//   them), so piece 1 is posted when piece 0's send ends, at 220: flows 340-440 (the other
-//   direction uses other links, in parallel). The peer shard's GEMMs follow their arrivals:
-//   220-255 and 440-475. Makespan 475 us.
+//   and piece 0 is posted to the peer: latency 20 us, then it flows 20-120 (100,000 bytes at
+//   1 GB/s); no compute task of either rank ends after it, so the progress thread notices it
+//   after poll_us / 2 = 100 us, at 220. Messages to one peer go one at a time (lowering chains
+//   them), so piece 1 is posted when piece 0's send is done, at 220: flows 240-340, noticed at 440
+//   (the other direction uses other links, in parallel). The peer shard's GEMMs follow their
+//   arrivals: 220-255 and 440-475. Makespan 475 us.
 //   Losses: G = 110, M = 230, pieces alone 4 x 35 = 140 so DIL = 30; CIL = 0; compute busy 140,
 //   exposed communication 475 - 140 = 335; overhead = 4 launches = 40 us.
 TEST(Simulator, SerialAndTwoChunkRingByHand) {
@@ -348,12 +349,14 @@ TEST(Simulator, SerialAndTwoChunkRingByHand) {
 // The same ring with contention 0.5 both ways (a GEMM at half speed while its rank has any
 // message in flight, latency included; a flow at half speed while a GEMM runs at either end):
 //   own GEMMs: messages in flight from t = 0, so 35 us of work take 70: 0-70, 70-140.
-//   piece 0 flow from 120: half speed until the GEMMs end at 140 (10,000 bytes), then the other
-//     90,000 at full speed: ends at 230; piece 1 is posted then (one message at a time per peer).
-//   peer piece 0 GEMM from 230 at half speed (piece 1 in flight, in its latency): 230-300.
-//   piece 1 flows from 230 + 120 = 350, no GEMM running: full speed, arrives at 450.
-//   peer piece 1 GEMM: nothing in flight any more, 450-485. Makespan 485 us.
-//   CIL = GEMM time in the run 70 + 70 + 70 + 35 = 245 - 140 alone = 105; exposed 485 - 245 = 240.
+//   piece 0 flow from 20: half speed until the GEMMs end at 140 (60,000 bytes), then the other
+//     40,000 at full speed: ends at 180, noticed at 280 (no compute task ends in between); piece
+//     1 is posted then (one message at a time per peer).
+//   peer piece 0 GEMM from 280 at half speed (piece 1 in flight): 280-350.
+//   piece 1 flows from 300 at half speed until 350 (25,000 bytes), the other 75,000 at full
+//     speed: ends at 425, noticed at 525.
+//   peer piece 1 GEMM: nothing in flight any more, 525-560. Makespan 560 us.
+//   CIL = GEMM time in the run 70 + 70 + 70 + 35 = 245 - 140 alone = 105; exposed 560 - 245 = 315.
 // The serial baseline never overlaps, so contention leaves it at 340 us.
 TEST(Simulator, TwoChunkRingUnderContentionByHand) {
   const OpDesc d{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
@@ -361,7 +364,7 @@ TEST(Simulator, TwoChunkRingUnderContentionByHand) {
   const double us = 1e-6;
   auto near = [](double got, double want) { EXPECT_NEAR(got, want, 1e-9 * want) << "want " << want; };
   const SimResult r = simulate(d, ring, round_profile(0.5));
-  near(r.makespan_s, 485 * us);
+  near(r.makespan_s, 560 * us);
   for (int rank = 0; rank < 2; ++rank) {
     const Plan& plan = r.plans[rank];
     std::vector<double> gemm_ends, recv_ends;
@@ -373,14 +376,45 @@ TEST(Simulator, TwoChunkRingUnderContentionByHand) {
     ASSERT_EQ(recv_ends.size(), 2u);
     near(gemm_ends[0], 70);
     near(gemm_ends[1], 140);
-    near(recv_ends[0], 230);
-    near(gemm_ends[2], 300);
-    near(recv_ends[1], 450);
-    near(gemm_ends[3], 485);
+    near(recv_ends[0], 280);
+    near(gemm_ends[2], 350);
+    near(recv_ends[1], 525);
+    near(gemm_ends[3], 560);
   }
   near(r.losses.serial_s, 340 * us);
   near(r.losses.cil_s, 105 * us);
-  near(r.losses.exposed_comm_s, 240 * us);
+  near(r.losses.exposed_comm_s, 315 * us);
+}
+
+// The executor wakes its progress thread when a compute task ends (cpu_executor_comm.cpp), so a
+// message that completes while a GEMM runs is noticed when that GEMM ends, not a sleep later.
+// ag_gemm M=200 N=1000 K=500 at 2 ranks, 2 chunks, polling every 2 ms (a notice of 1 ms when
+// nothing wakes the thread): own pieces 50x500x500 take 250 + 10 us: 0-260, 260-520. Piece 0
+// flows 20-120 and is noticed at 260 (the end of the first GEMM), piece 1 is posted then and
+// flows 280-380, noticed at 520. The peer's pieces follow: 520-780, 780-1040. Makespan 1040 us;
+// a notice of poll_us / 2 on every message would be 1 ms more for each.
+TEST(Simulator, ACompletionIsNoticedWhenARunningGemmEnds) {
+  const OpDesc d{OpKind::ag_gemm, 200, 1000, 500, DType::f32, false, false, Axis::m, 2};
+  const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
+  SimOptions slow_poll;
+  slow_poll.poll_us = 2000;
+  const double us = 1e-6;
+  const SimResult r = simulate(d, ring, round_profile(1), slow_poll);
+  EXPECT_NEAR(r.makespan_s, 1040 * us, 1e-9);
+  for (int rank = 0; rank < 2; ++rank) {
+    const Plan& plan = r.plans[rank];
+    std::vector<double> recv_ends;
+    for (std::size_t t = 0; t < plan.tasks.size(); ++t)
+      if (plan.tasks[t].kind == TaskKind::recv) recv_ends.push_back(r.times[rank][t].end / us);
+    ASSERT_EQ(recv_ends.size(), 2u);
+    EXPECT_NEAR(recv_ends[0], 260, 1e-6);
+    EXPECT_NEAR(recv_ends[1], 520, 1e-6);
+  }
+  // With nothing to wake it (each message lands while the compute engine waits for it), the
+  // sleep is paid: pieces of 35 us, so piece 0 lands at 120 and is noticed at 1120, piece 1 flows
+  // 1140-1240 and is noticed at 2240, and the peer's last piece ends at 2275.
+  const OpDesc quick{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
+  EXPECT_NEAR(simulate(quick, ring, round_profile(1), slow_poll).makespan_s, 2275 * us, 1e-9);
 }
 
 // Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the

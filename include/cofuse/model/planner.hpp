@@ -68,9 +68,13 @@ std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend,
 struct PlanCandidate {
   Schedule schedule;
   std::string name;          // preset name or the full schedule string
-  double predicted_s = 0;    // simulated makespan
-  SimLosses losses;          // DIL, CIL, exposed communication, ... (see simulate.hpp)
+  /// The simulated makespan times the measured correction of its kind (ModelCorrection,
+  /// tuning.hpp; 1 where this machine measured nothing of it): what the ranking uses.
+  double predicted_s = 0;
+  SimLosses losses;          // DIL, CIL, exposed communication, ... (see simulate.hpp), uncorrected
   int64_t workspace_bytes = 0;  // per rank, beside the caller's buffers
+  double model_s = 0;           // the simulated makespan alone (what tuned runs correct)
+  double correction = 1;        // predicted_s / model_s
 };
 
 struct PlanChoice {

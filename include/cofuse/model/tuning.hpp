@@ -39,6 +39,36 @@ struct TuningEntry {
   std::string measured_by = "cofuse tune";
 };
 
+/// How far the model's predictions are from what this machine measured, for one kind of
+/// schedule: every tuned run (online tuning, `cofuse tune`) adds measured / predicted of each
+/// candidate it measured, and the planner scales its predictions of that kind by factor(), so
+/// the next plan on this machine is closer (docs/planner.md, "The model learns from what it
+/// measured"). Keyed by machine (the profile's name), rank count, op, dtype and family
+/// (correction_family): the model's errors differ by the way data moves (a library
+/// collective's cost under overlap, the ring's per-step notice), and by op.
+struct ModelCorrection {
+  std::string machine;
+  int ranks = 0;
+  std::string op, dtype, family;
+  /// measured / predicted (the uncorrected model's prediction), oldest first, the newest
+  /// kKept kept: a machine that changed forgets its old self.
+  std::vector<double> ratios;
+  // Provenance of the newest evidence.
+  std::string updated_at, measured_by, revision;
+  /// exp(w * median(log ratio)) with w = n / (n + kPrior), clamped to [kMin, kMax]: the median,
+  /// so one noisy run among several does not drag it; shrunk toward 1 while the evidence is
+  /// thin (one run moves a prediction a third of the way), and bounded, so a broken
+  /// measurement cannot make the model say anything. 1 without evidence.
+  double factor() const;
+  static constexpr std::size_t kKept = 16;
+  static constexpr double kPrior = 2, kMin = 0.5, kMax = 2.0;
+};
+
+/// The family a schedule's correction is kept under: "unfused coll" (serial: the blocking
+/// library collective), "unfused ring", "overlapped coll" (chunked non-blocking collectives),
+/// "overlapped ring", "overlapped direct", with " 2level" for two-level ones.
+std::string correction_family(const Schedule& schedule);
+
 class TuningDb {
  public:
   /// Reads `path`. A missing file is an empty database. A corrupt or foreign file (not JSON,
@@ -52,8 +82,8 @@ class TuningDb {
   /// Adds or replaces the entry of the same key (and marks it for the next save).
   void put(const TuningEntry& entry);
 
-  /// Records the entries put() into this database in the file `path`, merged with what the
-  /// file holds by then: other processes (the ranks of a job, two jobs tuning at once) may save
+  /// Records the entries put() (and the evidence added) into this database in the file `path`,
+  /// merged with what the file holds by then: other processes (the ranks of a job, two jobs tuning at once) may save
   /// the same file, and none may lose another's entries. Under an exclusive lock on the file
   /// `path + ".lock"` (flock, created beside it and left there; it excludes other processes and
   /// other threads alike), it reads `path` again (a missing, corrupt or foreign file counts as
@@ -66,12 +96,24 @@ class TuningDb {
 
   const std::vector<TuningEntry>& entries() const { return entries_; }
 
+  /// The correction of this kind of prediction, or null when nothing was measured for it.
+  const ModelCorrection* correction(const OpDesc& desc, const std::string& machine, const std::string& family) const;
+  /// Adds one measured / predicted ratio (finite, > 0; others are ignored) to the correction of
+  /// (desc, machine, family), with its provenance, and marks it for the next save, which appends
+  /// it to what the file holds by then (two processes' evidence both survive). measured_by,
+  /// revision: who measured it ("online tuning in cofuse run") with which cofuse revision.
+  void add_evidence(const OpDesc& desc, const std::string& machine, const std::string& family, double ratio,
+                    const std::string& measured_by, const std::string& revision = "");
+  const std::vector<ModelCorrection>& corrections() const { return corrections_; }
+
   /// The key fields of desc, filled into an entry (schedule and provenance left empty).
   static TuningEntry key_of(const OpDesc& desc, const std::string& machine);
 
  private:
   std::vector<TuningEntry> entries_;
   std::vector<bool> put_;  // per entry: put() since load, so save writes it
+  std::vector<ModelCorrection> corrections_;
+  std::vector<ModelCorrection> added_;  // evidence added since load: only its ratios, for save
 };
 
 /// The one tuning database rule, for every reader and writer (the planner, online tuning,

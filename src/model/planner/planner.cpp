@@ -154,15 +154,21 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   c.backend = planning_backend(profile, options);
   // Every candidate's losses compare against the serial baseline: simulated once, here.
   const SimResult serial = simulate(desc, serial_schedule(), profile, options.sim);
+  const TuningDb db = db_path.empty() ? TuningDb() : TuningDb::load(db_path, &c.warning);
+  std::map<std::string, const ModelCorrection*> used;  // the corrections applied, by family
   for (const Schedule& s :
        candidate_schedules(desc, c.backend, options.chunk_counts, profile.ranks_per_host(desc.ranks))) {
     // Serial stays: where the runtime refuses even it (no bf16 GEMM), building it says why.
     if (s != serial_schedule() && !runtime_allows(c.backend, desc, s, options.runtime).ok()) continue;
     const SimResult r = simulate(desc, s, profile, options.sim, serial);
     const Plan& plan = r.plans.front();
-    c.candidates.push_back({s, name_of(s), r.makespan_s, r.losses,
-                            plan.workspace_bytes()});
-    if (s == serial_schedule()) c.serial_s = r.makespan_s;
+    // What this machine measured of this kind of schedule corrects the model's prediction.
+    const std::string family = correction_family(s);
+    const ModelCorrection* correction = db.correction(desc, profile.name, family);
+    const double factor = correction ? correction->factor() : 1.0;
+    if (correction) used[family] = correction;
+    c.candidates.push_back({s, name_of(s), r.makespan_s * factor, r.losses, plan.workspace_bytes(), r.makespan_s, factor});
+    if (s == serial_schedule()) c.serial_s = r.makespan_s * factor;
   }
   // Fastest first; among predictions equal to 0.1%, the simpler schedule: a named preset, then
   // fewer pieces (less per-piece overhead the model may have missed), then less workspace.
@@ -187,8 +193,20 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
   if (!options.runtime.progress_thread)
     c.why += " Left out: the schedules a progress thread drives, since MPI was initialised below "
              "MPI_THREAD_SERIALIZED here.";
+  if (!used.empty()) {
+    std::ostringstream why;
+    why << " Predictions corrected by what this machine measured (the shrunk median of measured / predicted, "
+        << db_path << "):";
+    bool first = true;
+    for (const auto& [family, k] : used) {
+      why << (first ? " " : "; ") << family << " x" << std::fixed << std::setprecision(3) << k->factor() << " ("
+          << k->ratios.size() << (k->ratios.size() == 1 ? " run" : " runs") << ", newest " << k->updated_at << " by "
+          << k->measured_by << ")";
+      first = false;
+    }
+    c.why += why.str() + ".";
+  }
   if (!db_path.empty()) {
-    const TuningDb db = TuningDb::load(db_path, &c.warning);
     const auto entry = db.lookup(desc, profile.name);
     // A winner measured on another backend (cofuse tune runs the CPU executor) is not an answer here.
     if (entry && can_run(c.backend, desc, entry->schedule, options.runtime).ok()) {

@@ -4,7 +4,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +27,16 @@ namespace {
 
 using json = nlohmann::ordered_json;
 constexpr const char* kSchema = "cofuse.tuning/1";
+
+// Now, in UTC, as ISO 8601 (the model layer has no clock helper of its own).
+std::string utc_text() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
 
 int bucket(int64_t size) { return size < 1 ? 0 : static_cast<int>(std::floor(std::log2(double(size)))); }
 
@@ -92,6 +104,54 @@ TuningEntry from_json(const json& j) {
   return e;
 }
 
+bool same_correction(const ModelCorrection& a, const ModelCorrection& b) {
+  return a.machine == b.machine && a.ranks == b.ranks && a.op == b.op && a.dtype == b.dtype && a.family == b.family;
+}
+
+json to_json(const ModelCorrection& c) {
+  return {{"machine", c.machine}, {"ranks", c.ranks}, {"op", c.op}, {"dtype", c.dtype}, {"family", c.family},
+          {"ratios", c.ratios}, {"factor", c.factor()},
+          {"provenance", {{"updated_at", c.updated_at}, {"measured_by", c.measured_by}, {"revision", c.revision}}}};
+}
+
+ModelCorrection correction_from_json(const json& j) {
+  ModelCorrection c;
+  c.machine = j.at("machine").get<std::string>();
+  c.ranks = int(integer(j, "ranks", 1, 1 << 30));
+  c.op = j.at("op").get<std::string>();
+  c.dtype = j.at("dtype").get<std::string>();
+  c.family = j.at("family").get<std::string>();
+  const json& ratios = j.at("ratios");
+  if (!ratios.is_array()) throw Error(ErrorCode::invalid_argument, "ratios is not an array");
+  for (const json& r : ratios) {
+    if (!r.is_number() || !std::isfinite(r.get<double>()) || !(r.get<double>() > 0))
+      throw Error(ErrorCode::invalid_argument, "a ratio is not a finite number > 0");
+    c.ratios.push_back(r.get<double>());
+  }
+  if (c.ratios.size() > ModelCorrection::kKept) c.ratios.erase(c.ratios.begin(), c.ratios.end() - ModelCorrection::kKept);
+  const json& p = j.at("provenance");
+  c.updated_at = p.value("updated_at", "");
+  c.measured_by = p.value("measured_by", "");
+  c.revision = p.value("revision", "");
+  return c;
+}
+
+// Appends `from`'s ratios to the correction of its key in `to` (made if missing), keeping the
+// newest kKept, and takes its provenance.
+void append(std::vector<ModelCorrection>& to, const ModelCorrection& from) {
+  auto it = std::find_if(to.begin(), to.end(), [&](const ModelCorrection& c) { return same_correction(c, from); });
+  if (it == to.end()) {
+    to.push_back(from);
+    to.back().ratios.clear();
+    it = to.end() - 1;
+  }
+  it->ratios.insert(it->ratios.end(), from.ratios.begin(), from.ratios.end());
+  if (it->ratios.size() > ModelCorrection::kKept) it->ratios.erase(it->ratios.begin(), it->ratios.end() - ModelCorrection::kKept);
+  it->updated_at = from.updated_at;
+  it->measured_by = from.measured_by;
+  it->revision = from.revision;
+}
+
 // An exclusive flock on the file `path` (created if missing) for the object's lifetime. Each
 // lock opens its own file description, so it excludes other threads of this process as well as
 // other processes; closing the descriptor releases it, also when the process dies holding it.
@@ -116,6 +176,41 @@ class FileLock {
 };
 
 }  // namespace
+
+double ModelCorrection::factor() const {
+  if (ratios.empty()) return 1;
+  std::vector<double> logs;
+  for (double r : ratios) logs.push_back(std::log(r));
+  std::sort(logs.begin(), logs.end());
+  const std::size_t h = logs.size() / 2;
+  const double median = logs.size() % 2 ? logs[h] : 0.5 * (logs[h - 1] + logs[h]);
+  const double w = double(logs.size()) / (double(logs.size()) + kPrior);
+  return std::clamp(std::exp(w * median), kMin, kMax);
+}
+
+std::string correction_family(const Schedule& s) {
+  std::string f = s.overlap == Overlap::none ? "unfused " : "overlapped ";
+  f += to_string(s.algo);
+  if (s.topo == Topo::two_level) f += " 2level";
+  return f;
+}
+
+const ModelCorrection* TuningDb::correction(const OpDesc& desc, const std::string& machine, const std::string& family) const {
+  const ModelCorrection key{machine, desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {}, {}, {}, {}};
+  for (const ModelCorrection& c : corrections_)
+    if (same_correction(c, key)) return &c;
+  return nullptr;
+}
+
+void TuningDb::add_evidence(const OpDesc& desc, const std::string& machine, const std::string& family, double ratio,
+                            const std::string& measured_by, const std::string& revision) {
+  if (!std::isfinite(ratio) || !(ratio > 0)) return;
+  ModelCorrection one{machine, desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {ratio}, {}, measured_by, {}};
+  one.updated_at = utc_text();
+  one.revision = revision;
+  append(corrections_, one);
+  append(added_, one);
+}
 
 TuningEntry TuningDb::key_of(const OpDesc& d, const std::string& machine) {
   TuningEntry e;
@@ -146,6 +241,17 @@ TuningDb TuningDb::load(const std::string& path, std::string* warning) {
         db.entries_.push_back(from_json(entries[i]));
       } catch (const std::exception& e) {
         throw Error(ErrorCode::invalid_argument, "entry " + std::to_string(i) + ": " + e.what());
+      }
+    }
+    // Older files have no corrections; a malformed one is a malformed file.
+    if (doc.contains("corrections")) {
+      const json& corrections = doc.at("corrections");
+      for (std::size_t i = 0; i < corrections.size(); ++i) {
+        try {
+          db.corrections_.push_back(correction_from_json(corrections[i]));
+        } catch (const std::exception& e) {
+          throw Error(ErrorCode::invalid_argument, "correction " + std::to_string(i) + ": " + e.what());
+        }
       }
     }
   } catch (const std::exception& e) {
@@ -188,11 +294,15 @@ void TuningDb::save(const std::string& path) const {
   TuningDb merged = load(path);
   for (std::size_t i = 0; i < entries_.size(); ++i)
     if (put_[i]) merged.put(entries_[i]);
+  for (const ModelCorrection& c : added_) append(merged.corrections_, c);
   json entries = json::array();
   for (const TuningEntry& e : merged.entries_) entries.push_back(to_json(e));
+  json corrections = json::array();
+  for (const ModelCorrection& c : merged.corrections_) corrections.push_back(to_json(c));
   const json doc = {{"schema", kSchema},
                     {"comment", "schedules measured to win (cofuse tune, online tuning); the planner consults them before its model"},
-                    {"entries", entries}};
+                    {"entries", entries},
+                    {"corrections", corrections}};
   // A temporary of this process and call: the lock orders the savers, but where flock reaches
   // only this machine (some network filesystems), writers on others must not share one.
   static std::atomic<unsigned> serial{0};

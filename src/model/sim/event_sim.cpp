@@ -21,7 +21,7 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kUnlimited = 1e30;  // bytes/s of a message that crosses no link (a rank to itself)
 
-enum class Kind : uint8_t { compute, copy, latency, flow, collective };
+enum class Kind : uint8_t { compute, copy, latency, flow, collective, notice };
 
 // Something that takes virtual time: it has work left and a rate, recomputed whenever what it
 // shares changes. Work is seconds at full speed (compute, copy, latency) or bytes (flow,
@@ -94,6 +94,7 @@ class EventSimulator {
     int comm_active = 0;              // messages and collectives in flight that involve this rank
     bool gemm_running = false;
     std::vector<int> flows;           // data-phase flows that involve this rank
+    std::vector<int> notices;         // completions its progress thread has yet to notice
     int finished = 0;
   };
 
@@ -157,7 +158,8 @@ class EventSimulator {
         return shared_ ? rate / double(std::max(1, computing_)) : rate;
       }
       case Kind::copy:
-      case Kind::latency: return 1.0;
+      case Kind::latency:
+      case Kind::notice: return 1.0;
       case Kind::flow: {
         double rate = kUnlimited;
         for (int l : a.links) rate = std::min(rate, costs_.link_bandwidths()[l] / double(link_flows_[l].size()));
@@ -323,6 +325,34 @@ class EventSimulator {
       if (const int d = s.dependents[std::size_t(i)]; --s.pending[d] == 0) ready(rank, d);
   }
 
+  // A communication task of `rank` is done; its progress thread notices at once when it does
+  // not sleep (CostModel::notice_seconds() 0), else after the average sleep, or as soon as a
+  // compute task of the rank ends, whichever is first (the executor wakes it then).
+  void noticed_later(int rank, int t) {
+    const double wait = costs_.notice_seconds();
+    if (!(wait > 0)) return complete(rank, t);
+    Activity a;
+    a.kind = Kind::notice;
+    a.rank = rank;
+    a.task = t;
+    a.remaining = wait;
+    state_[rank].notices.push_back(add(std::move(a)));
+  }
+
+  // The rank's compute task ended: its progress thread wakes and notices everything done.
+  void wake_progress_thread(int rank) {
+    std::vector<int> pending;
+    pending.swap(state_[rank].notices);
+    for (int id : pending) {
+      Activity& a = acts_[id];
+      if (a.done) continue;
+      a.done = true;
+      a.remaining = 0;
+      a.updated = now_;
+      complete(rank, a.task);
+    }
+  }
+
   void remove_flow(int id) {
     Activity& a = acts_[id];
     for (int l : a.links) {
@@ -383,10 +413,17 @@ class EventSimulator {
         if (shared_) retime_computing();
         if (a.gemm) set_gemm_running(a.rank, false);
         complete(a.rank, a.task);
+        wake_progress_thread(a.rank);
         try_start_compute(a.rank);
         break;
       }
       case Kind::copy: complete(a.rank, a.task); break;
+      case Kind::notice: {
+        auto& pending = state_[a.rank].notices;
+        pending.erase(std::find(pending.begin(), pending.end(), id));
+        complete(a.rank, a.task);
+        break;
+      }
       case Kind::latency: {
         Activity next;
         next.rank = a.rank;
@@ -422,8 +459,8 @@ class EventSimulator {
         retime_links(links);
         set_comm_active(from, -1);
         if (a.peer_real != from) set_comm_active(to, -1);
-        complete(from, send);
-        complete(to, recv);
+        noticed_later(from, send);
+        noticed_later(to, recv);
         break;
       }
       case Kind::collective: {
@@ -431,7 +468,7 @@ class EventSimulator {
         for (int c : active_collectives_) retime(c);
         const std::vector<int> tasks = match_.collectives[a.collective].tasks;
         for (int r = 0; r < ranks(); ++r) set_comm_active(r, -1);
-        for (int r = 0; r < ranks(); ++r) complete(r, tasks[r]);
+        for (int r = 0; r < ranks(); ++r) noticed_later(r, tasks[r]);
         break;
       }
     }

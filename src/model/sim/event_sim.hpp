@@ -49,6 +49,11 @@ class CostModel {
   /// its rate equally, and the contention factors apply device-wide (a GEMM slows while any
   /// rank moves data, a flow while any GEMM runs). No by default: each rank its own compute.
   virtual bool shared_compute() const { return false; }
+  /// How late a completed message or collective is noticed, at most: a CPU progress thread
+  /// sleeps between polls (on average half its poll interval), but the executor wakes it as
+  /// soon as a compute task of its rank ends, so a completion while one runs is noticed at the
+  /// earlier of the two. 0 (the default): at once (no progress thread; a GPU driver).
+  virtual double notice_seconds() const { return 0; }
 };
 
 /// Runs every rank's plan to completion in virtual time. Throws Error(internal) on a deadlock.

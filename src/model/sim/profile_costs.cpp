@@ -63,7 +63,7 @@ bool ProfileCosts::same_node(int a, int b) const {
 
 double ProfileCosts::latency_seconds(int from, int to) const {
   const NetworkModel& n = profile_.network;
-  return notice_s_ + profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s);
+  return profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s);
 }
 
 void ProfileCosts::links(int from, int to, std::vector<int>& out) const {
@@ -128,7 +128,7 @@ double ProfileCosts::alpha(const Task& t) const {
 }
 
 double ProfileCosts::collective_latency_seconds(const Task& t) const {
-  return notice_s_ + profile_.task_overhead_s + alpha(t);
+  return profile_.task_overhead_s + alpha(t);
 }
 
 double ProfileCosts::collective_bus_bytes(const Task& t) const {

@@ -30,6 +30,7 @@ class ProfileCosts : public CostModel {
   double gemm_rate_while_comm() const override { return profile_.contention.gemm_rate_while_comm; }
   double comm_rate_while_gemm() const override { return profile_.contention.comm_rate_while_gemm; }
   bool shared_compute() const override { return profile_.compute.sharing == "device"; }
+  double notice_seconds() const override { return notice_s_; }
 
   /// GEMM time of one task alone, launches included (the simulator's DIL uses it).
   double gemm_seconds_alone(const Task& task) const;
@@ -45,7 +46,7 @@ class ProfileCosts : public CostModel {
   DType dtype_;
   bool fused_;
   bool nonblocking_;
-  double notice_s_;  // how late, on average, a completion is noticed
+  double notice_s_;  // how late, on average, a completion is noticed with no compute task ending
   // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "shared_duplex":
   // [0] out, [1] in, for every rank; "two_level": the
   // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in, of which NIC j of node h is

@@ -1,0 +1,143 @@
+#include "tune/race.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cofuse::detail {
+
+namespace {
+
+// A candidate's counted calls: all but its first (the warm-up) when it has more than one.
+std::vector<double> counted(const std::vector<double>& samples) {
+  std::vector<double> c = samples;
+  if (c.size() > 1) c.erase(c.begin());
+  std::sort(c.begin(), c.end());
+  return c;
+}
+
+double median_of_sorted(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Interquartile range over the median: 0 under three calls, where it says nothing.
+double spread_of_sorted(const std::vector<double>& v) {
+  if (v.size() < 3) return 0;
+  const double med = median_of_sorted(v);
+  if (!(med > 0)) return 0;
+  const auto at = [&](double q) { return v[std::size_t(std::lround(q * double(v.size() - 1)))]; };
+  return (at(0.75) - at(0.25)) / med;
+}
+
+}  // namespace
+
+Race::Race(std::size_t candidates, int budget, double noise_guard)
+    : budget_(std::max(0, budget)), noise_guard_(noise_guard), samples_(candidates), calls_(candidates, 0),
+      medians_(candidates, 0.0) {
+  // Two calls each (a warm-up and a counted one) when the budget allows at least two
+  // candidates so; else one each, counted.
+  const int per = budget_ >= 2 * kCallsPerRound ? kCallsPerRound : 1;
+  const std::size_t racing = std::min(candidates, std::size_t(budget_ / per));
+  if (racing < 2) {
+    settle(candidates < 2 ? "nothing to race" : "the budget has no room for a race");
+    return;
+  }
+  for (std::size_t c = 0; c < racing; ++c) field_.push_back(c);
+  for (int pass = 0; pass < per; ++pass)
+    for (std::size_t c : field_) order_.push_back(c);
+}
+
+void Race::record(double seconds) {
+  const std::size_t c = next();
+  samples_[c].push_back(seconds);
+  ++calls_[c];
+  ++used_;
+  ++at_;
+}
+
+void Race::failed() {
+  ++calls_[next()];
+  ++used_;
+  ++at_;
+}
+
+std::vector<double> Race::round_numbers() const {
+  const std::size_t n = samples_.size();
+  std::vector<double> out(2 * n, 0.0);
+  for (std::size_t c = 0; c < n; ++c) {
+    const std::vector<double> v = counted(samples_[c]);
+    out[c] = median_of_sorted(v);
+    out[n + c] = spread_of_sorted(v);
+  }
+  return out;
+}
+
+void Race::close_round(const std::vector<double>& agreed) {
+  const std::size_t n = samples_.size();
+  ++round_;
+  std::vector<double> spreads;
+  for (std::size_t c = 0; c < n; ++c) medians_[c] = agreed[c];
+  // Who is still in it: raced and counted (a candidate whose every call failed has median 0 on
+  // every rank alike).
+  std::vector<std::size_t> alive;
+  for (std::size_t c : field_)
+    if (medians_[c] > 0) {
+      alive.push_back(c);
+      spreads.push_back(agreed[n + c]);
+    }
+  if (alive.empty()) return settle("every candidate failed");
+  std::sort(spreads.begin(), spreads.end());
+  // The noise: what the guard says, or what the calls showed, whichever is larger.
+  const double noise = std::max(noise_guard_, median_of_sorted(spreads));
+  double leader = medians_[alive[0]];
+  for (std::size_t c : alive) leader = std::min(leader, medians_[c]);
+  std::vector<std::size_t> others;
+  for (std::size_t c : alive)
+    if (c != 0) others.push_back(c);
+  std::stable_sort(others.begin(), others.end(), [&](std::size_t a, std::size_t b) { return medians_[a] < medians_[b]; });
+  const std::size_t half = (others.size() + 1) / 2;
+  std::vector<std::size_t> kept;
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    const double m = medians_[others[i]];
+    const bool close = m <= leader * (1 + noise);
+    if ((i < half || close) && m <= kHopeless * leader) kept.push_back(others[i]);
+  }
+  field_.assign(1, 0);  // serial races to the end: the winner is judged against it
+  field_.insert(field_.end(), kept.begin(), kept.end());
+  std::sort(field_.begin(), field_.end());
+
+  if (kept.empty()) return settle("every overlapped candidate was more than twice the leader");
+  // After round 1 every survivor has three counted calls: one left, or a best that all the rest
+  // trail by more than the noise, decides it.
+  if (round_ >= 2) {
+    if (kept.size() == 1) return settle("one candidate left beside serial");
+    bool clear = true;
+    for (std::size_t i = 1; i < kept.size(); ++i) clear = clear && medians_[kept[i]] > medians_[kept[0]] * (1 + noise);
+    if (clear) return settle("the rest trail the best by more than the noise");
+  }
+  if (used_ + kCallsPerRound * int(field_.size()) > budget_) return settle("the call budget is spent");
+  start_round();
+}
+
+void Race::start_round() {
+  order_.clear();
+  at_ = 0;
+  for (int pass = 0; pass < kCallsPerRound; ++pass)
+    for (std::size_t c : field_) order_.push_back(c);
+}
+
+void Race::settle(const char* why) {
+  settled_ = true;
+  stop_reason_ = why;
+  order_.clear();
+  at_ = 0;
+}
+
+std::vector<bool> Race::eligible() const {
+  std::vector<bool> e(samples_.size(), false);
+  for (std::size_t c : field_) e[c] = medians_[c] > 0;
+  return e;
+}
+
+}  // namespace cofuse::detail

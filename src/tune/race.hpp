@@ -1,0 +1,87 @@
+#pragma once
+// The race of tuning: which candidate each measured call runs, and when to stop. One rule for
+// online tuning (an `auto` Operation's first calls) and `cofuse tune` (calls on random data).
+//
+// Successive halving with a noise-aware stop, within a call budget:
+//
+//   round 0   every candidate twice, interleaved (c0 c1 .. cn-1 c0 c1 .. cn-1); each one's first
+//             call is its warm-up and is not counted
+//   round r   the better half of round r-1's field (ranked by median over every counted call so
+//             far), plus any candidate the noise cannot tell from the leader, two calls each
+//   settle    when one candidate besides serial is left (after round 1), when every other is
+//             slower than the leader by more than the noise, or when the budget cannot pay for
+//             the next round
+//
+// Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
+// noise guard, so it needs as many counted calls as the winner. A candidate more than twice
+// the leader's median is dropped whatever the halving says (it cannot win, and every call of it
+// costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
+// spreads, the same on every rank), so every rank runs the same candidate at every call.
+//
+// Plain logic, no MPI: the caller runs the calls, feeds the times, and agrees the round's
+// numbers across ranks (tests/unit/test_race.cpp drives it with made-up times).
+#include <cstddef>
+#include <vector>
+
+namespace cofuse::detail {
+
+class Race {
+ public:
+  /// candidates: how many (candidate 0 is serial); budget: the most calls the race may take
+  /// (fewer than 2 per candidate: only the first budget/2 candidates race, serial first; under
+  /// 2: no race, serial). noise_guard: the smallest lead that counts (a fraction, 0.03 = 3%).
+  Race(std::size_t candidates, int budget, double noise_guard);
+
+  /// Whether the race is over (no call left to run).
+  bool settled() const { return settled_; }
+  /// The candidate the next call runs; only while !settled().
+  std::size_t next() const { return order_[at_]; }
+  /// The call next() named returned in `seconds` (this rank's time), or failed (a sample of
+  /// nothing: a candidate without a counted call is out of the race).
+  void record(double seconds);
+  void failed();
+  /// Whether the round's calls are all done: the caller agrees round_numbers() across ranks
+  /// (MAX, element by element) and passes them to close_round().
+  bool round_over() const { return !settled_ && at_ == order_.size(); }
+  /// This rank's numbers for the agreement: per candidate its median over counted calls (0 when
+  /// it has none), then per candidate its relative spread (interquartile range / median).
+  std::vector<double> round_numbers() const;
+  /// Applies the halving and the stop to the agreed numbers; starts the next round or settles.
+  void close_round(const std::vector<double>& agreed);
+
+  /// Once settled: the agreed medians (0: never counted), who may win (counted at least once)
+  /// and the calls each ran.
+  const std::vector<double>& medians() const { return medians_; }
+  std::vector<bool> eligible() const;
+  const std::vector<int>& calls() const { return calls_; }
+  int rounds() const { return round_; }
+  int calls_used() const { return used_; }
+  /// The candidates still racing (serial included), in index order.
+  const std::vector<std::size_t>& field() const { return field_; }
+  /// Why it stopped, for explanations ("one candidate left after 3 rounds", ...).
+  const char* stop_reason() const { return stop_reason_; }
+
+  /// Calls per candidate per round.
+  static constexpr int kCallsPerRound = 2;
+  /// A candidate slower than the leader by more than this factor is dropped.
+  static constexpr double kHopeless = 2.0;
+
+ private:
+  void start_round();
+  void settle(const char* why);
+
+  int budget_;
+  double noise_guard_;
+  int used_ = 0;
+  int round_ = 0;
+  bool settled_ = false;
+  const char* stop_reason_ = "";
+  std::vector<std::size_t> field_;           // racing now
+  std::vector<std::size_t> order_;           // this round's calls, by candidate
+  std::size_t at_ = 0;                       // the next of order_
+  std::vector<std::vector<double>> samples_;  // this rank's times per candidate, warm-up first
+  std::vector<int> calls_;
+  std::vector<double> medians_;  // agreed, as of the last closed round
+};
+
+}  // namespace cofuse::detail
