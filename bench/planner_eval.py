@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""How good are the planners? For each case, on one link:
+"""How good are the planners, and the model? For each case, on one link:
   1. the picks of
      - calibrated: `cofuse plan --schedule auto` with NO profile, after `cofuse calibrate` measured
-       this link into a fresh cache (what a new user's `--schedule auto` plans with);
+       this link into a fresh cache (what a new user's `--schedule auto` plans with), its model
+       corrected by what the online runs of the cases before this one measured (the tuning
+       database of the same cache);
      - online: `cofuse run --schedule auto` with no profile: calibration, then online tuning (the
-       model's best 3 measured beside serial on the run's own calls), its kept schedule;
+       race of tune/race.hpp on the run's own calls), its kept schedule;
      - seed: seed 001's heuristic on the calibrated profile;
      - with --with-profile also the older model (a full `cofuse profile`) and tuned (`cofuse tune`
        on it) planners;
@@ -13,10 +15,13 @@
      medians (this host's speed drifts between jobs);
   3. per planner: is its pick within 5% of the exhaustive best, its regret (pick / best - 1), and is
      it slower than serial by more than 3%?
-Prints a table per case and a summary; writes the records and the calibration to OUT.
+  4. the model: every schedule's prediction (the calibrated profile's, before the case's own online
+     run) against its measured time, uncorrected (model_ms) and corrected (predicted_ms).
+Prints a table per case and a summary; writes the records and the summary (planner-LINK.json) to OUT.
 
-  bench/planner_eval.py shm|switch|shared OUT_DIR [ITERS] [REPEATS] [--with-profile] [--cases layers|all]
-(switch and shared run under bench/netlab at 2 Gbit/s, per rank or one shared medium; need root)
+  bench/planner_eval.py shm|switch|shared|hosts OUT_DIR [ITERS] [REPEATS] [--with-profile] [--cases layers|all]
+(switch, shared and hosts run under bench/netlab at 2 Gbit/s: per rank, one shared medium, or 2 hosts
+of 2 ranks each with one link; need root. hosts runs every case at 4 ranks.)
 """
 import json
 import os
@@ -28,30 +33,32 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 COFUSE = os.path.join(ROOT, "build", "tools", "cofuse")
-# The layer shapes of bench/sweeps/layers.json first, then M from 128 to 4096 rows across the
-# three ops. (gemm_rs along N and ag_gemm along K have serial as their only valid schedule on
-# this executor, so every planner is trivially right there: they are left out.)
+# (op, axis, M, N, K, ranks): the layer shapes of bench/sweeps/layers.json first, then decode-sized
+# M (16, 64), both axes where the executor has more than serial (gemm_rs along N, ag_gemm along
+# K), and two 4-rank cases.
 LAYERS = [
-    ("gemm_ar", "none", 128, 2048, 2048),
-    ("gemm_rs", "m", 2048, 1024, 256),
-    ("ag_gemm", "m", 2048, 1024, 256),
-    ("gemm_ar", "none", 1024, 1024, 1024),
+    ("gemm_ar", "none", 128, 2048, 2048, 2),
+    ("gemm_rs", "m", 2048, 1024, 256, 2),
+    ("ag_gemm", "m", 2048, 1024, 256, 2),
+    ("gemm_ar", "none", 1024, 1024, 1024, 2),
 ]
 MORE = [
-    ("gemm_rs", "m", 128, 1024, 1024),
-    ("gemm_rs", "m", 4096, 512, 512),
-    ("ag_gemm", "m", 512, 2048, 1024),
-    ("ag_gemm", "m", 4096, 1024, 256),
-    ("gemm_ar", "none", 4096, 512, 256),
-    ("gemm_ar", "none", 512, 2048, 512),
+    ("gemm_ar", "none", 16, 2048, 2048, 2),
+    ("ag_gemm", "m", 64, 2048, 1024, 2),
+    ("gemm_rs", "n", 1024, 2048, 512, 2),
+    ("ag_gemm", "k", 1024, 1024, 2048, 2),
+    ("gemm_rs", "m", 2048, 1024, 512, 4),
+    ("gemm_ar", "none", 256, 1024, 1024, 4),
 ]
 
 
-def launcher(link):
+def launcher(link, ranks):
     env = "source scripts/env.sh && "
     if link == "shm":
-        return env + "mpirun -np 2 "
-    return env + f"bench/netlab --rate 2gbit --topology {link} -- "
+        return env + f"mpirun -np {ranks} --oversubscribe "
+    if link == "hosts":
+        return env + "bench/netlab --rate 2gbit --hosts 2 --ranks-per-host 2 -- "
+    return env + f"bench/netlab --rate 2gbit --topology {link} --np {ranks} -- "
 
 
 def run(command, env=None):
@@ -64,9 +71,11 @@ def main():
     flags = [a for a in sys.argv[1:] if a.startswith("--")]
     link, out = args[0], args[1]
     iters = args[2] if len(args) > 2 else "5"
-    repeats = int(args[3]) if len(args) > 3 else 1
+    repeats = int(args[3]) if len(args) > 3 else 3
     with_profile = "--with-profile" in flags
     cases = LAYERS if "--cases" in sys.argv and sys.argv[sys.argv.index("--cases") + 1] == "layers" else LAYERS + MORE
+    if link == "hosts":  # 2 hosts of 2 ranks: every case at 4 ranks
+        cases = [c[:5] + (4,) for c in cases]
     os.makedirs(out, exist_ok=True)
     records = os.path.join(out, f"planner-{link}.jsonl")
     if os.path.exists(records):
@@ -75,71 +84,100 @@ def main():
     cache = os.path.join(out, f"cache-{link}")
     shutil.rmtree(cache, ignore_errors=True)
     env = {"COFUSE_CACHE_DIR": cache, "COFUSE_PROFILE": "", "COFUSE_TUNING_DB": ""}
-    print(run(launcher(link) + f"{COFUSE} calibrate", env).strip(), flush=True)
+    for ranks in sorted({c[5] for c in cases}):
+        print(run(launcher(link, ranks) + f"{COFUSE} calibrate", env).strip().splitlines()[-1], flush=True)
     planners = ["calibrated", "online", "seed"]
     if with_profile:
         planners += ["model", "tuned"]
         profile = os.path.join(out, f"profile-{link}.json")
-        run(launcher(link) + f"{COFUSE} profile --out {profile} --name eval-{link} 2>/dev/null")
         tuning = os.path.join(out, f"tuning-{link}.json")
         if os.path.exists(tuning):
             os.remove(tuning)
-        for op, axis, m, n, k in cases:
-            run(launcher(link) + f"{COFUSE} tune --op {op} --axis {axis} --m {m} --n {n} --k {k} --profile {profile} "
-                f"--top 3 --iters {iters} --quiet --db {tuning} >/dev/null")
     rows = []
-    for op, axis, m, n, k in cases:
+    errors = {"model": [], "corrected": []}
+    for op, axis, m, n, k, ranks in cases:
         shape = f"--op {op} --axis {axis} --m {m} --n {n} --k {k}"
-        calibrated = json.loads(run(f"{COFUSE} plan {shape} --ranks 2 --schedule auto --json", env))
+        calibrated = json.loads(run(f"{COFUSE} plan {shape} --ranks {ranks} --schedule auto --json --top 1000", env))
         # The last line: bench/netlab prints the link it measured first.
-        online = json.loads(run(launcher(link) + f"{COFUSE} run {shape} --schedule auto --iters 1 --warmup 0 --json",
+        online = json.loads(run(launcher(link, ranks) + f"{COFUSE} run {shape} --schedule auto --iters 1 --warmup 0 --json",
                                 env).strip().splitlines()[-1])
         picks = {"calibrated": calibrated["choice"], "online": online["schedule"],
                  "seed": calibrated["seed_heuristic"]["schedule"]}
         if with_profile:
-            plan = json.loads(run(f"{COFUSE} plan {shape} --ranks 2 --schedule auto --profile {profile} --json"))
-            tuned = json.loads(run(f"{COFUSE} plan {shape} --ranks 2 --schedule auto --profile {profile} "
+            if not os.path.exists(profile):
+                run(launcher(link, ranks) + f"{COFUSE} profile --out {profile} --name eval-{link} 2>/dev/null")
+            run(launcher(link, ranks) + f"{COFUSE} tune {shape} --profile {profile} --top 6 --quiet --db {tuning} >/dev/null")
+            plan = json.loads(run(f"{COFUSE} plan {shape} --ranks {ranks} --schedule auto --profile {profile} --json"))
+            tuned = json.loads(run(f"{COFUSE} plan {shape} --ranks {ranks} --schedule auto --profile {profile} "
                                    f"--tuning-db {tuning} --json"))
             picks.update({"model": plan["choice"], "tuned": tuned["choice"]})
-        listed = run(f"{COFUSE} plan {shape} --ranks 2 --list").splitlines()[1:]
+        listed = run(f"{COFUSE} plan {shape} --ranks {ranks} --list").splitlines()[1:]
         schedules = [s.strip() for s in listed if s.strip()]
         everything = ";".join(dict.fromkeys(schedules + list(picks.values())))
         for _ in range(repeats):
-            run(launcher(link) + f"{COFUSE} bench {shape} --schedules '{everything}' --iters {iters} --warmup 1 --quiet "
+            run(launcher(link, ranks) + f"{COFUSE} bench {shape} --schedules '{everything}' --iters {iters} --warmup 1 --quiet "
                 f"--records {records} --json >/dev/null")
         runs = {}
         with open(records) as f:
             for line in f:
                 r = json.loads(line)
                 c = r["case"]
-                if (c["op"], c["m"], c["n"], c["k"]) != (op, m, n, k) or r["variant"] == "naive":
+                if (c["op"], c["axis"], c["m"], c["n"], c["k"], c["ranks"]) != (op, axis, m, n, k, ranks) or r["variant"] == "naive":
                     continue
                 runs.setdefault(r["schedule"], []).append(r["times_ms"]["total"]["median"])
         measured = {s: statistics.median(t) for s, t in runs.items()}
-        serial = measured[next(s for s in measured if s.startswith("overlap=none"))]
+        serial_key = next(s for s in measured if s.startswith("overlap=none") and "algo=coll" in s)
+        serial = measured[serial_key]
         best_schedule = min(measured, key=measured.get)
         best = measured[best_schedule]
-        row = {"case": f"{op} {m}x{n}x{k}", "serial": serial, "best": best, "best_schedule": best_schedule}
+        row = {"case": f"{op} {axis} {m}x{n}x{k} P={ranks}", "serial": serial, "best": best, "best_schedule": best_schedule}
+        # Two-level schedules are named with host_ranks resolved or not: compare without it.
+        strip = lambda text: ",".join(p for p in text.split(",") if not p.startswith("host_ranks="))
         for who, schedule in picks.items():
-            key = next((s for s in measured if s == schedule), None)
+            key = next((s for s in measured if strip(s) == strip(schedule)), None)
             if key is None and schedule.startswith("overlap=none"):
-                key = next(s for s in measured if s.startswith("overlap=none"))
+                key = serial_key
             t = measured[key]
             row[who] = {"schedule": schedule, "ms": t, "regret": t / best - 1, "vs_serial": t / serial - 1}
+        # The model against every measured schedule it predicted.
+        measured_stripped = {strip(s): t for s, t in measured.items()}
+        case_errors = {"model": [], "corrected": []}
+        for cand in calibrated["candidates"]:
+            t = measured_stripped.get(strip(cand["schedule"]))
+            if t is None:
+                continue
+            case_errors["model"].append(cand["model_ms"] / t - 1)
+            case_errors["corrected"].append(cand["predicted_ms"] / t - 1)
+        for kind in errors:
+            errors[kind] += case_errors[kind]
+        row["model_error"] = {kind: statistics.median(abs(e) for e in v) if v else None for kind, v in case_errors.items()}
         rows.append(row)
-        print(f"{row['case']:<24} serial {serial:8.3f}  best {best:8.3f}" +
-              "".join(f"  {who} {row[who]['ms']:8.3f} ({row[who]['vs_serial'] * 100:+5.1f}% vs serial)" for who in picks),
+        print(f"{row['case']:<32} serial {serial:8.3f}  best {best:8.3f}" +
+              "".join(f"  {who} {row[who]['ms']:8.3f} ({row[who]['vs_serial'] * 100:+5.1f}% vs serial)" for who in picks) +
+              (f"  model |err| {row['model_error']['model'] * 100:.1f}% -> {row['model_error']['corrected'] * 100:.1f}%"
+               if row["model_error"]["model"] is not None else ""),
               flush=True)
     print()
     print(f"| planner ({link}) | within 5% of best | median regret | worst regret | slower than serial (>3%) |")
     print("|---|---:|---:|---:|---:|")
+    summary = {"link": link, "repeats": repeats, "iters": iters, "planners": {}, "model": {}}
     for who in planners:
         regrets = [r[who]["regret"] for r in rows]
         within = sum(1 for x in regrets if x <= 0.05)
         slower = sum(1 for r in rows if r[who]["vs_serial"] > 0.03)
+        summary["planners"][who] = {"within_5pct": within, "cases": len(rows), "median_regret": statistics.median(regrets),
+                                    "worst_regret": max(regrets), "slower_than_serial": slower}
         print(f"| {who} | {within}/{len(rows)} | {statistics.median(regrets) * 100:.1f}% | {max(regrets) * 100:.1f}% | {slower}/{len(rows)} |")
+    print()
+    for kind, v in errors.items():
+        if not v:
+            continue
+        worst = max(v, key=abs)
+        summary["model"][kind] = {"runs": len(v), "median_abs_error": statistics.median(abs(e) for e in v), "worst": worst}
+        print(f"model ({'uncorrected' if kind == 'model' else 'corrected by earlier runs'}): median |error| "
+              f"{statistics.median(abs(e) for e in v) * 100:.1f}% over {len(v)} runs, worst {worst * 100:+.1f}%")
     with open(os.path.join(out, f"planner-{link}.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+        json.dump({"summary": summary, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ std::string PlanReport::json(int top) const {
   for (const PlanCandidate* candidate : shown(top)) {
     const PlanCandidate& k = *candidate;
     table.push_back({{"schedule", k.schedule.to_string()}, {"name", k.name}, {"predicted_ms", k.predicted_s * 1e3},
-                     {"dil_ms", k.losses.dil_s * 1e3}, {"cil_ms", k.losses.cil_s * 1e3},
+                     {"model_ms", k.model_s * 1e3}, {"correction", k.correction}, {"dil_ms", k.losses.dil_s * 1e3}, {"cil_ms", k.losses.cil_s * 1e3},
                      {"exposed_comm_ms", k.losses.exposed_comm_s * 1e3}, {"workspace_bytes", k.workspace_bytes}});
   }
   return nlohmann::ordered_json{{"op", desc.to_string()}, {"profile", choice.profile},
