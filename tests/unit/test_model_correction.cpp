@@ -44,6 +44,16 @@ TEST(ModelCorrection, ANoisyOutlierDoesNotDragIt) {
   EXPECT_LT(with_outlier, 1.1);
 }
 
+// A calibration measured again is the same machine for its corrections (not for its winners).
+TEST(ModelCorrection, ACalibrationMeasuredAgainKeepsItsCorrections) {
+  EXPECT_EQ(correction_machine("calibrated-193ba172-8c46"), "calibrated-193ba172");
+  EXPECT_EQ(correction_machine("this-host-shm"), "this-host-shm");
+  TuningDb db;
+  db.add_evidence(kDesc, "calibrated-193ba172-8c46", "unfused coll", 1.2, "test");
+  ASSERT_NE(db.correction(kDesc, "calibrated-193ba172-0b4f", "unfused coll"), nullptr);
+  EXPECT_EQ(db.correction(kDesc, "calibrated-aaaaaaaa-8c46", "unfused coll"), nullptr);
+}
+
 TEST(ModelCorrection, FamiliesByWayOfMovingTheData) {
   EXPECT_EQ(correction_family(serial_schedule()), "unfused coll");
   EXPECT_EQ(correction_family(serial_ring_schedule()), "unfused ring");

@@ -43,11 +43,11 @@ struct TuningEntry {
 /// schedule: every tuned run (online tuning, `cofuse tune`) adds measured / predicted of each
 /// candidate it measured, and the planner scales its predictions of that kind by factor(), so
 /// the next plan on this machine is closer (docs/planner.md, "The model learns from what it
-/// measured"). Keyed by machine (the profile's name), rank count, op, dtype and family
-/// (correction_family): the model's errors differ by the way data moves (a library
-/// collective's cost under overlap, the ring's per-step notice), and by op.
+/// measured"). Keyed by machine (correction_machine of the profile's name), rank count, op,
+/// dtype and family (correction_family): the model's errors differ by the way data moves (a
+/// library collective's cost under overlap, the ring's per-step notice), and by op.
 struct ModelCorrection {
-  std::string machine;
+  std::string machine;  // correction_machine(profile name)
   int ranks = 0;
   std::string op, dtype, family;
   /// measured / predicted (the uncorrected model's prediction), oldest first, the newest
@@ -68,6 +68,12 @@ struct ModelCorrection {
 /// library collective), "unfused ring", "overlapped coll" (chunked non-blocking collectives),
 /// "overlapped ring", "overlapped direct", with " 2level" for two-level ones.
 std::string correction_family(const Schedule& schedule);
+
+/// The machine a correction belongs to: the profile's name, except that a calibration's
+/// ("calibrated-<job>-<measurement>") drops its measurement part. Winners are keyed by the whole
+/// name (a new measurement is a new machine, measured afresh), but the model's errors are the
+/// machine's and outlive a re-measurement: on a loaded host every process may calibrate again.
+std::string correction_machine(const std::string& profile_name);
 
 class TuningDb {
  public:

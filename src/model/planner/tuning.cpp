@@ -195,8 +195,15 @@ std::string correction_family(const Schedule& s) {
   return f;
 }
 
+std::string correction_machine(const std::string& name) {
+  const std::string prefix = "calibrated-";
+  if (name.compare(0, prefix.size(), prefix) != 0) return name;
+  const std::size_t dash = name.find('-', prefix.size());
+  return dash == std::string::npos ? name : name.substr(0, dash);
+}
+
 const ModelCorrection* TuningDb::correction(const OpDesc& desc, const std::string& machine, const std::string& family) const {
-  const ModelCorrection key{machine, desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {}, {}, {}, {}};
+  const ModelCorrection key{correction_machine(machine), desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {}, {}, {}, {}};
   for (const ModelCorrection& c : corrections_)
     if (same_correction(c, key)) return &c;
   return nullptr;
@@ -205,7 +212,7 @@ const ModelCorrection* TuningDb::correction(const OpDesc& desc, const std::strin
 void TuningDb::add_evidence(const OpDesc& desc, const std::string& machine, const std::string& family, double ratio,
                             const std::string& measured_by, const std::string& revision) {
   if (!std::isfinite(ratio) || !(ratio > 0)) return;
-  ModelCorrection one{machine, desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {ratio}, {}, measured_by, {}};
+  ModelCorrection one{correction_machine(machine), desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {ratio}, {}, measured_by, {}};
   one.updated_at = utc_text();
   one.revision = revision;
   append(corrections_, one);
