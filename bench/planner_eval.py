@@ -66,6 +66,11 @@ def run(command, env=None):
     return subprocess.run(["bash", "-c", command], cwd=ROOT, check=True, capture_output=True, text=True, env=full).stdout
 
 
+def strip(schedule):
+    """Two-level schedules are named with host_ranks resolved or not: compared without it."""
+    return ",".join(p for p in schedule.split(",") if not p.startswith("host_ranks="))
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     flags = [a for a in sys.argv[1:] if a.startswith("--")]
@@ -94,7 +99,8 @@ def main():
         if os.path.exists(tuning):
             os.remove(tuning)
     rows = []
-    errors = {"model": [], "corrected": []}
+    errors = {"model": [], "corrected": [], "next": []}
+    measured_of = {}  # per case: schedule (without host_ranks) -> measured ms
     for op, axis, m, n, k, ranks in cases:
         shape = f"--op {op} --axis {axis} --m {m} --n {n} --k {k}"
         calibrated = json.loads(run(f"{COFUSE} plan {shape} --ranks {ranks} --schedule auto --json --top 1000", env))
@@ -131,8 +137,6 @@ def main():
         best_schedule = min(measured, key=measured.get)
         best = measured[best_schedule]
         row = {"case": f"{op} {axis} {m}x{n}x{k} P={ranks}", "serial": serial, "best": best, "best_schedule": best_schedule}
-        # Two-level schedules are named with host_ranks resolved or not: compare without it.
-        strip = lambda text: ",".join(p for p in text.split(",") if not p.startswith("host_ranks="))
         for who, schedule in picks.items():
             key = next((s for s in measured if strip(s) == strip(schedule)), None)
             if key is None and schedule.startswith("overlap=none"):
@@ -148,7 +152,8 @@ def main():
                 continue
             case_errors["model"].append(cand["model_ms"] / t - 1)
             case_errors["corrected"].append(cand["predicted_ms"] / t - 1)
-        for kind in errors:
+        measured_of[(op, axis, m, n, k, ranks)] = measured_stripped
+        for kind in case_errors:
             errors[kind] += case_errors[kind]
         row["model_error"] = {kind: statistics.median(abs(e) for e in v) if v else None for kind, v in case_errors.items()}
         rows.append(row)
@@ -157,6 +162,16 @@ def main():
               (f"  model |err| {row['model_error']['model'] * 100:.1f}% -> {row['model_error']['corrected'] * 100:.1f}%"
                if row["model_error"]["model"] is not None else ""),
               flush=True)
+    # The next plan on this machine: every case planned again after every race of this run fed
+    # the tuning database (its own race included), against the same measurements.
+    for op, axis, m, n, k, ranks in cases:
+        shape = f"--op {op} --axis {axis} --m {m} --n {n} --k {k}"
+        again = json.loads(run(f"{COFUSE} plan {shape} --ranks {ranks} --schedule auto --json --top 1000", env))
+        measured_stripped = measured_of[(op, axis, m, n, k, ranks)]
+        for cand in again["candidates"]:
+            t = measured_stripped.get(strip(cand["schedule"]))
+            if t is not None:
+                errors["next"].append(cand["predicted_ms"] / t - 1)
     print()
     print(f"| planner ({link}) | within 5% of best | median regret | worst regret | slower than serial (>3%) |")
     print("|---|---:|---:|---:|---:|")
@@ -174,7 +189,9 @@ def main():
             continue
         worst = max(v, key=abs)
         summary["model"][kind] = {"runs": len(v), "median_abs_error": statistics.median(abs(e) for e in v), "worst": worst}
-        print(f"model ({'uncorrected' if kind == 'model' else 'corrected by earlier runs'}): median |error| "
+        what = {"model": "uncorrected", "corrected": "corrected by the earlier cases' races",
+                "next": "the next plan: corrected by every race of this run"}[kind]
+        print(f"model ({what}): median |error| "
               f"{statistics.median(abs(e) for e in v) * 100:.1f}% over {len(v)} runs, worst {worst * 100:+.1f}%")
     with open(os.path.join(out, f"planner-{link}.json"), "w") as f:
         json.dump({"summary": summary, "rows": rows}, f, indent=1)

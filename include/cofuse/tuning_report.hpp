@@ -56,7 +56,10 @@ struct TuningReport {
   /// or why there was none (settled by the model with a budget too small for two candidates).
   std::string stop_reason;
   bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
-  double noise_guard = 0;   // the lead over serial a winner needed (config::noise_guard)
+  double noise_guard = 0;   // the smallest lead over serial a winner needs (config::noise_guard)
+  /// The lead over serial the winner needed once settled: the guard, or the calls' measured
+  /// spread where it was larger (tune/race.hpp).
+  double lead_needed = 0;
   std::string tuning_db;    // the database read and written
 };
 

@@ -35,6 +35,7 @@ double spread_of_sorted(const std::vector<double>& v) {
 Race::Race(std::size_t candidates, int budget, double noise_guard)
     : budget_(std::max(0, budget)), noise_guard_(noise_guard), samples_(candidates), calls_(candidates, 0),
       medians_(candidates, 0.0) {
+  noise_ = noise_guard;
   // Two calls each (a warm-up and a counted one) when the budget allows at least two
   // candidates so; else one each, counted.
   const int per = budget_ >= 2 * kCallsPerRound ? kCallsPerRound : 1;
@@ -90,6 +91,7 @@ void Race::close_round(const std::vector<double>& agreed) {
   std::sort(spreads.begin(), spreads.end());
   // The noise: what the guard says, or what the calls showed, whichever is larger.
   const double noise = std::max(noise_guard_, median_of_sorted(spreads));
+  noise_ = noise;
   double leader = medians_[alive[0]];
   for (std::size_t c : alive) leader = std::min(leader, medians_[c]);
   std::vector<std::size_t> others;

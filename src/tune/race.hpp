@@ -10,7 +10,8 @@
 //             far), plus any candidate the noise cannot tell from the leader, two calls each
 //   settle    when one candidate besides serial is left (after round 1), when every other is
 //             slower than the leader by more than the noise, or when the budget cannot pay for
-//             the next round
+//             the next round; the winner must beat serial by the noise (the guard, or the calls'
+//             spread where it is larger)
 //
 // Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
 // noise guard, so it needs as many counted calls as the winner. A candidate more than twice
@@ -54,6 +55,10 @@ class Race {
   const std::vector<double>& medians() const { return medians_; }
   std::vector<bool> eligible() const;
   const std::vector<int>& calls() const { return calls_; }
+  /// The noise as of the last closed round: the larger of the noise guard and the median
+  /// relative spread of the racing candidates' calls. The winner must beat serial by this much
+  /// (a lead smaller than the calls' own spread is no lead).
+  double noise() const { return noise_; }
   int rounds() const { return round_; }
   int calls_used() const { return used_; }
   /// The candidates still racing (serial included), in index order.
@@ -72,6 +77,7 @@ class Race {
 
   int budget_;
   double noise_guard_;
+  double noise_ = 0;
   int used_ = 0;
   int round_ = 0;
   bool settled_ = false;

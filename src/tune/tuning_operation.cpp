@@ -313,7 +313,8 @@ void TuningOperation::close_round() {
   std::vector<detail::MeasuredCandidate> measured;
   for (std::size_t i = 0; i < n; ++i)
     measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, race_->medians()[i], eligible[i]});
-  const std::size_t winner = detail::pick_winner(measured, report_.noise_guard);
+  // The lead over serial must be more than the guard and more than the calls' own spread.
+  const std::size_t winner = detail::pick_winner(measured, race_->noise());
 
   // Nothing above changed this object; from here on nothing throws.
   for (std::size_t i = 0; i < n; ++i) report_.candidates[i].median_s = race_->medians()[i];
@@ -324,6 +325,7 @@ void TuningOperation::close_round() {
   report_.winner = winner;
   report_.stop_reason = race_->stop_reason();
   report_.calls_raced = race_->calls_used();
+  report_.lead_needed = race_->noise();
   report_.settled_by = SettledBy::measurement;
   if (record_ && rank_ == 0) record(measured);
 }
@@ -375,7 +377,7 @@ std::string TuningOperation::explain() const {
       const TunedCandidate& s = candidates[0];
       o << "The model chose " << choice.name << " (predicted " << ms(choice.predicted_s) << ", serial "
         << ms(choice.serial_s) << "). Raced over " << report_.calls_raced << " of at most " << report_.tune_calls
-        << " calls in " << report_.rounds << " rounds of successive halving, stopped: " << report_.stop_reason
+        << " calls in " << report_.rounds << (report_.rounds == 1 ? " round" : " rounds") << " of successive halving, stopped: " << report_.stop_reason
         << " (median of each candidate's calls but its first, slowest rank):";
       for (std::size_t i = 0; i < candidates.size(); ++i) {
         const TunedCandidate& c = candidates[i];
@@ -387,10 +389,10 @@ std::string TuningOperation::explain() const {
       for (std::size_t i = 1; i < candidates.size(); ++i)
         if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;
       if (report_.winner != 0)
-        o << w.name << " wins, " << measure::fixed(100 * (1 - w.median_s / s.median_s), 1) << "% faster than serial (the noise guard asks for "
-          << measure::fixed(100 * report_.noise_guard, 1) << "%).";
+        o << w.name << " wins, " << measure::fixed(100 * (1 - w.median_s / s.median_s), 1) << "% faster than serial (the noise asks for "
+          << measure::fixed(100 * report_.lead_needed, 1) << "%: the guard, or the calls' spread where larger).";
       else if (fastest != 0)
-        o << candidates[fastest].name << " was fastest, but not by the " << measure::fixed(100 * report_.noise_guard, 1)
+        o << candidates[fastest].name << " was fastest, but not by the " << measure::fixed(100 * report_.lead_needed, 1)
           << "% noise guard over serial, so serial is kept.";
       else
         o << "Serial was fastest, so serial is kept.";

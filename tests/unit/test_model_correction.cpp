@@ -54,6 +54,24 @@ TEST(ModelCorrection, ACalibrationMeasuredAgainKeepsItsCorrections) {
   EXPECT_EQ(db.correction(kDesc, "calibrated-aaaaaaaa-8c46", "unfused coll"), nullptr);
 }
 
+// Evidence is kept by M bucket: a shape takes its own bucket's correction, else one bucket away,
+// else none (the model errs differently at decode sizes).
+TEST(ModelCorrection, OnlyNearShapesShareACorrection) {
+  TuningDb db;
+  db.add_evidence(kDesc, "m1", "unfused coll", 1.2, "test");  // M = 2048: bucket 11
+  OpDesc near = kDesc, far = kDesc;
+  near.m = 4096;  // bucket 12
+  far.m = 64;     // bucket 6
+  EXPECT_NE(db.correction(kDesc, "m1", "unfused coll"), nullptr);
+  EXPECT_NE(db.correction(near, "m1", "unfused coll"), nullptr);
+  EXPECT_EQ(db.correction(far, "m1", "unfused coll"), nullptr);
+  OpDesc other_axis = kDesc;
+  other_axis.axis = Axis::n;
+  EXPECT_EQ(db.correction(other_axis, "m1", "unfused coll"), nullptr);  // another layout errs otherwise
+  db.add_evidence(near, "m1", "unfused coll", 0.8, "test");
+  EXPECT_EQ(db.correction(near, "m1", "unfused coll")->ratios, std::vector<double>{0.8});  // its own first
+}
+
 TEST(ModelCorrection, FamiliesByWayOfMovingTheData) {
   EXPECT_EQ(correction_family(serial_schedule()), "unfused coll");
   EXPECT_EQ(correction_family(serial_ring_schedule()), "unfused ring");
@@ -92,8 +110,8 @@ TEST(ModelCorrection, AMalformedCorrectionIsAMalformedFile) {
   const std::string path = ::testing::TempDir() + "cofuse_corrections_bad_" + std::to_string(::getpid()) + ".json";
   {
     FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs(R"({"schema": "cofuse.tuning/1", "entries": [], "corrections": [{"machine": "m", "ranks": 2, "op": "gemm_rs",
-      "dtype": "f32", "family": "unfused coll", "ratios": [1.0, "x"], "provenance": {}}]})", f);
+    std::fputs(R"({"schema": "cofuse.tuning/1", "entries": [], "corrections": [{"machine": "m", "ranks": 2, "op": "gemm_rs", "axis": "m",
+      "dtype": "f32", "family": "unfused coll", "m_bucket": 11, "ratios": [1.0, "x"], "provenance": {}}]})", f);
     std::fclose(f);
   }
   std::string warning;

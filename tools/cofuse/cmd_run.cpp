@@ -24,6 +24,7 @@
 #include "cofuse/tools/reference.hpp"
 #include "cofuse/tools/npy.hpp"
 #include "commands.hpp"
+#include "measure/text.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/bench_measure.hpp"
 #include "measure/bench_record.hpp"
@@ -186,8 +187,16 @@ int run_sweep(const RunArgs& args, const OpDesc& d, int rank) {
   return all_passed ? 0 : 1;
 }
 
+// What tuning cost beyond the kept schedule: the tuning calls' wall time less what the same
+// calls of the winner would have taken (its median each). The first process's overhead is
+// this plus the calibration.
+double tuning_excess_s(const TuningReport& t, double tuning_s) {
+  if (t.settled_by != SettledBy::measurement) return 0;
+  return tuning_s - t.calls_raced * t.candidates[t.winner].median_s;
+}
+
 // How an auto operation settled, in one line for the table.
-std::string settled_line(const Operation& op) {
+std::string settled_line(const Operation& op, double tuning_s) {
   const TuningReport& t = *op.tuning();
   std::ostringstream o;
   o << std::fixed << std::setprecision(3) << "autotune     ";
@@ -202,9 +211,11 @@ std::string settled_line(const Operation& op) {
         << ")";
       break;
     case SettledBy::measurement: {
-      o << "measured over " << t.calls << " calls (median of each but its first, slowest rank):";
-      for (const TunedCandidate& c : t.candidates) o << " " << c.name << " " << c.median_s * 1e3 << " ms;";
-      o << " kept " << schedule_name(op.schedule()) << ", recorded in " << t.tuning_db;
+      o << "raced over " << t.calls_raced << " calls in " << t.rounds << (t.rounds == 1 ? " round (" : " rounds (") << t.stop_reason
+        << "; median of each candidate's calls but its first, slowest rank):";
+      for (const TunedCandidate& c : t.candidates) o << " " << c.name << " " << c.median_s * 1e3 << " ms/" << c.calls << ";";
+      o << " kept " << schedule_name(op.schedule()) << ", recorded in " << t.tuning_db << "; tuning took " << tuning_s
+        << " s, " << tuning_excess_s(t, tuning_s) << " s more than " << t.calls_raced << " calls of the kept schedule";
       break;
     }
     case SettledBy::tuning: o << "still tuning"; break;  // not reached: run calls it until settled
@@ -212,7 +223,7 @@ std::string settled_line(const Operation& op) {
   return o.str();
 }
 
-nlohmann::json autotune_json(const Operation& op) {
+nlohmann::json autotune_json(const Operation& op, double tuning_s) {
   const TuningReport& t = *op.tuning();
   nlohmann::json candidates = nlohmann::json::array();
   for (const TunedCandidate& c : t.candidates)
@@ -220,7 +231,9 @@ nlohmann::json autotune_json(const Operation& op) {
                           {"median_ms", c.median_s * 1e3}, {"predicted_ms", c.predicted_s * 1e3}});
   return {{"profile", t.profile}, {"profile_source", t.profile_source},
           {"model_choice", t.model_choice.schedule.to_string()}, {"model_predicted_ms", t.model_choice.predicted_s * 1e3},
-          {"settled_by", to_string(t.settled_by)}, {"tuning_calls", t.calls}, {"candidates", candidates},
+          {"settled_by", to_string(t.settled_by)}, {"tuning_calls", t.calls}, {"calls_raced", t.calls_raced},
+          {"rounds", t.rounds}, {"stop_reason", t.stop_reason}, {"tuning_s", tuning_s},
+          {"tuning_excess_s", tuning_excess_s(t, tuning_s)}, {"candidates", candidates},
           {"tuning_db", t.tuning_db}, {"explain", op.explain()}};
 }
 
@@ -247,9 +260,11 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
                 << " ms); cofuse plan --schedule auto says why\n"
                 << "profile      " << t->profile_source << "\n" << std::flush;
     // Tuning calls: on the same inputs, untimed, so they are the warm-up's first calls.
+    const double tuning_start = measure::steady_seconds();
     while (!t->settled()) operation.execute(in.buffers());
-    if (rank == 0 && !args.json) std::cout << settled_line(operation) << "\n" << std::flush;
-    autotune = autotune_json(operation);
+    const double tuning_s = measure::steady_seconds() - tuning_start;
+    if (rank == 0 && !args.json) std::cout << settled_line(operation, tuning_s) << "\n" << std::flush;
+    autotune = autotune_json(operation, tuning_s);
   }
   const VariantResult times = measure_operation(operation, in.buffers(), settings_of(args));
   int exit_code = 0;

@@ -44,12 +44,17 @@ struct TuningEntry {
 /// candidate it measured, and the planner scales its predictions of that kind by factor(), so
 /// the next plan on this machine is closer (docs/planner.md, "The model learns from what it
 /// measured"). Keyed by machine (correction_machine of the profile's name), rank count, op,
-/// dtype and family (correction_family): the model's errors differ by the way data moves (a
-/// library collective's cost under overlap, the ring's per-step notice), and by op.
+/// sharded axis, dtype, family (correction_family) and M bucket (floor(log2 M)): the model's
+/// errors differ by the way data moves (a library collective's cost under overlap, the ring's
+/// per-step notice), by op and axis (ag_gemm along K measured against ag_gemm along M's
+/// correction was worse than uncorrected), and by size (evidence from M = 2048 misled the plan of M = 64 into an overlap 7%
+/// slower than serial). A shape takes its own bucket's correction, else one bucket away in M,
+/// as the tuning database's winners, else none.
 struct ModelCorrection {
   std::string machine;  // correction_machine(profile name)
   int ranks = 0;
-  std::string op, dtype, family;
+  std::string op, axis, dtype, family;
+  int m_bucket = 0;
   /// measured / predicted (the uncorrected model's prediction), oldest first, the newest
   /// kKept kept: a machine that changed forgets its old self.
   std::vector<double> ratios;

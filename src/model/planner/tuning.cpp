@@ -104,13 +104,17 @@ TuningEntry from_json(const json& j) {
   return e;
 }
 
+bool same_correction_but_m(const ModelCorrection& a, const ModelCorrection& b) {
+  return a.machine == b.machine && a.ranks == b.ranks && a.op == b.op && a.axis == b.axis && a.dtype == b.dtype &&
+         a.family == b.family;
+}
 bool same_correction(const ModelCorrection& a, const ModelCorrection& b) {
-  return a.machine == b.machine && a.ranks == b.ranks && a.op == b.op && a.dtype == b.dtype && a.family == b.family;
+  return same_correction_but_m(a, b) && a.m_bucket == b.m_bucket;
 }
 
 json to_json(const ModelCorrection& c) {
-  return {{"machine", c.machine}, {"ranks", c.ranks}, {"op", c.op}, {"dtype", c.dtype}, {"family", c.family},
-          {"ratios", c.ratios}, {"factor", c.factor()},
+  return {{"machine", c.machine}, {"ranks", c.ranks}, {"op", c.op}, {"axis", c.axis}, {"dtype", c.dtype}, {"family", c.family},
+          {"m_bucket", c.m_bucket}, {"ratios", c.ratios}, {"factor", c.factor()},
           {"provenance", {{"updated_at", c.updated_at}, {"measured_by", c.measured_by}, {"revision", c.revision}}}};
 }
 
@@ -119,8 +123,10 @@ ModelCorrection correction_from_json(const json& j) {
   c.machine = j.at("machine").get<std::string>();
   c.ranks = int(integer(j, "ranks", 1, 1 << 30));
   c.op = j.at("op").get<std::string>();
+  c.axis = j.at("axis").get<std::string>();
   c.dtype = j.at("dtype").get<std::string>();
   c.family = j.at("family").get<std::string>();
+  c.m_bucket = int(integer(j, "m_bucket", 0, 63));
   const json& ratios = j.at("ratios");
   if (!ratios.is_array()) throw Error(ErrorCode::invalid_argument, "ratios is not an array");
   for (const json& r : ratios) {
@@ -203,16 +209,23 @@ std::string correction_machine(const std::string& name) {
 }
 
 const ModelCorrection* TuningDb::correction(const OpDesc& desc, const std::string& machine, const std::string& family) const {
-  const ModelCorrection key{correction_machine(machine), desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {}, {}, {}, {}};
-  for (const ModelCorrection& c : corrections_)
-    if (same_correction(c, key)) return &c;
-  return nullptr;
+  const ModelCorrection key{correction_machine(machine), desc.ranks, to_string(desc.op), to_string(desc.axis),
+                            to_string(desc.dtype), family, bucket(desc.m), {}, {}, {}, {}};
+  const ModelCorrection* nearest = nullptr;
+  for (const ModelCorrection& c : corrections_) {
+    if (!same_correction_but_m(c, key)) continue;
+    const int distance = std::abs(c.m_bucket - key.m_bucket);
+    if (distance == 0) return &c;
+    if (distance == 1 && !nearest) nearest = &c;
+  }
+  return nearest;
 }
 
 void TuningDb::add_evidence(const OpDesc& desc, const std::string& machine, const std::string& family, double ratio,
                             const std::string& measured_by, const std::string& revision) {
   if (!std::isfinite(ratio) || !(ratio > 0)) return;
-  ModelCorrection one{correction_machine(machine), desc.ranks, to_string(desc.op), to_string(desc.dtype), family, {ratio}, {}, measured_by, {}};
+  ModelCorrection one{correction_machine(machine), desc.ranks, to_string(desc.op), to_string(desc.axis),
+                      to_string(desc.dtype), family, bucket(desc.m), {ratio}, {}, measured_by, {}};
   one.updated_at = utc_text();
   one.revision = revision;
   append(corrections_, one);
