@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "measure/timing.hpp"
+
 namespace cofuse::detail {
 
 namespace {
@@ -15,16 +17,10 @@ std::vector<double> counted(const std::vector<double>& samples) {
   return c;
 }
 
-double median_of_sorted(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 // Interquartile range over the median: 0 under three calls, where it says nothing.
 double spread_of_sorted(const std::vector<double>& v) {
   if (v.size() < 3) return 0;
-  const double med = median_of_sorted(v);
+  const double med = measure::summarize(v).median;
   if (!(med > 0)) return 0;
   const auto at = [&](double q) { return v[std::size_t(std::lround(q * double(v.size() - 1)))]; };
   return (at(0.75) - at(0.25)) / med;
@@ -45,8 +41,7 @@ Race::Race(std::size_t candidates, int budget, double noise_guard)
     return;
   }
   for (std::size_t c = 0; c < racing; ++c) field_.push_back(c);
-  for (int pass = 0; pass < per; ++pass)
-    for (std::size_t c : field_) order_.push_back(c);
+  start_round(per);
 }
 
 void Race::record(double seconds) {
@@ -68,7 +63,7 @@ std::vector<double> Race::round_numbers() const {
   std::vector<double> out(2 * n, 0.0);
   for (std::size_t c = 0; c < n; ++c) {
     const std::vector<double> v = counted(samples_[c]);
-    out[c] = median_of_sorted(v);
+    out[c] = measure::summarize(v).median;
     out[n + c] = spread_of_sorted(v);
   }
   return out;
@@ -88,9 +83,8 @@ void Race::close_round(const std::vector<double>& agreed) {
       spreads.push_back(agreed[n + c]);
     }
   if (alive.empty()) return settle("every candidate failed");
-  std::sort(spreads.begin(), spreads.end());
   // The noise: what the guard says, or what the calls showed, whichever is larger.
-  const double noise = std::max(noise_guard_, median_of_sorted(spreads));
+  const double noise = std::max(noise_guard_, measure::summarize(spreads).median);
   noise_ = noise;
   double leader = medians_[alive[0]];
   for (std::size_t c : alive) leader = std::min(leader, medians_[c]);
@@ -119,13 +113,13 @@ void Race::close_round(const std::vector<double>& agreed) {
     if (clear) return settle("the rest trail the best by more than the noise");
   }
   if (used_ + kCallsPerRound * int(field_.size()) > budget_) return settle("the call budget is spent");
-  start_round();
+  start_round(kCallsPerRound);
 }
 
-void Race::start_round() {
+void Race::start_round(int passes) {
   order_.clear();
   at_ = 0;
-  for (int pass = 0; pass < kCallsPerRound; ++pass)
+  for (int pass = 0; pass < passes; ++pass)
     for (std::size_t c : field_) order_.push_back(c);
 }
 

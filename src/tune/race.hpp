@@ -72,7 +72,7 @@ class Race {
   static constexpr double kHopeless = 2.0;
 
  private:
-  void start_round();
+  void start_round(int passes);  // every candidate of the field `passes` times, interleaved
   void settle(const char* why);
 
   int budget_;
