@@ -39,6 +39,14 @@ inline constexpr std::string_view kUncalibratedProfile = "this-host-shm";
 /// online pick more than 3% slower than serial in 3 of 10 cases on shared memory
 /// (bench/planner_eval.py).
 inline constexpr int kAutotuneCalls = 32;
+/// The race's excess bound, in serial calls: it ends at the call where its calls so far took
+/// more than this many of serial's calls beyond its fastest call (tune/race.hpp), so a short
+/// job pays for tuning at most this, plus one call, beyond running the winner from the start.
+/// 8: a whole race of eight candidates within a few percent of one another cost 3.2 serial
+/// calls (gemm_rs 2048x2048x1536, shared memory); the bound ends the races whose candidates
+/// include far slower ones, or calls that stall (one call of 43 ms among 7 ms ones, 4 ranks on
+/// a 2 Gbit/s switch). 0 = none (the call budget alone). docs/planner.md, "What first use costs".
+inline constexpr double kTuneExcess = 8;
 /// Progress thread poll interval (ExecSettings::poll_us, SimOptions::poll_us), microseconds.
 /// 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks) spinning
 /// cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).
@@ -121,6 +129,10 @@ Setting<std::string> max_vector_level();
 /// The noise guard (kNoiseGuard): $COFUSE_NOISE_GUARD (a fraction in [0, 1)), else kNoiseGuard.
 /// Error(invalid_argument) for anything else in the variable.
 Setting<double> noise_guard();
+
+/// The race's excess bound (kTuneExcess): $COFUSE_TUNE_EXCESS (serial calls >= 0, 0 = none),
+/// else kTuneExcess. Error(invalid_argument) for anything else in the variable.
+Setting<double> tune_excess();
 
 /// Ranks per host, overriding what MPI_COMM_TYPE_SHARED finds: $COFUSE_RANKS_PER_HOST as text,
 /// "" when unset. Its meaning (a positive integer dividing the rank count) is checked by the

@@ -73,6 +73,13 @@ struct OperationOptions {
   /// The lead over serial's median an overlapped winner needs; < 0 = config::noise_guard()
   /// ($COFUSE_NOISE_GUARD, else 3%), the rule `cofuse tune` applies too.
   double noise_guard = -1;
+  /// The race's excess bound, in serial calls (tune/race.hpp): the race ends at the call where
+  /// its calls so far took more than this many of serial's calls beyond the fastest call seen,
+  /// and keeps the best it measured. < 0 = config::tune_excess() ($COFUSE_TUNE_EXCESS, else
+  /// config::kTuneExcess = 8); 0 = none (the call budget alone). Each tuning call then ends with
+  /// one MPI_Allreduce of its time (the bound is judged on the slowest rank's, the same on every
+  /// rank).
+  double tune_excess = -1;
   /// The tuning database, read (a measured winner there settles at once) and written (rank 0,
   /// merged under a lock). "" = the context's: tuning_db_path() (cofuse/model/tuning.hpp).
   std::string tuning_db;

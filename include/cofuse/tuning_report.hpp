@@ -61,6 +61,12 @@ struct TuningReport {
   /// spread where it was larger (tune/race.hpp).
   double lead_needed = 0;
   std::string tuning_db;    // the database read and written
+  /// The excess bound in effect (rank 0's, in serial calls; 0: none), and once settled by
+  /// measurement what the race spent beyond its fastest call and the bound in seconds
+  /// (Race::excess, Race::excess_bound; 0 without a bound).
+  double tune_excess = 0;
+  double excess_s = 0;
+  double excess_bound_s = 0;
 };
 
 }  // namespace cofuse

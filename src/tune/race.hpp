@@ -19,6 +19,13 @@
 // costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
 // spreads, the same on every rank), so every rank runs the same candidate at every call.
 //
+// The excess bound: a short job must not pay more for the race than it can win. The caller
+// passes every call's agreed time (the slowest rank's, account()), and the race ends at the call
+// where the calls so far cost more than `excess_calls` of serial's calls beyond the fastest call
+// seen (serial's fastest agreed call is the unit). So the race costs at most that, plus the one
+// call that crossed it, beyond running its fastest candidate from the first call (docs/planner.md,
+// "What first use costs").
+//
 // Plain logic, no MPI: the caller runs the calls, feeds the times, and agrees the round's
 // numbers across ranks (tests/unit/test_race.cpp drives it with made-up times).
 #include <cstddef>
@@ -31,7 +38,9 @@ class Race {
   /// candidates: how many (candidate 0 is serial); budget: the most calls the race may take
   /// (fewer than 2 per candidate: only the first budget/2 candidates race, serial first; under
   /// 2: no race, serial). noise_guard: the smallest lead that counts (a fraction, 0.03 = 3%).
-  Race(std::size_t candidates, int budget, double noise_guard);
+  /// excess_calls: the excess bound, in serial calls (above); <= 0 or infinite: none, and
+  /// account() need not be called.
+  Race(std::size_t candidates, int budget, double noise_guard, double excess_calls = 0);
 
   /// Whether the race is over (no call left to run).
   bool settled() const { return settled_; }
@@ -41,6 +50,16 @@ class Race {
   /// nothing: a candidate without a counted call is out of the race).
   void record(double seconds);
   void failed();
+  /// Whether the race keeps an excess bound (the caller then agrees every call's time).
+  bool bounded() const { return excess_calls_ > 0; }
+  /// The agreed (the same on every rank: the slowest rank's) time of the call just recorded.
+  /// When the calls so far exceed the bound, the round ends here (round_over()) and closing it
+  /// settles the race.
+  void account(double agreed_seconds);
+  /// Seconds the calls so far took beyond the fastest agreed call seen, and the bound they are
+  /// held to (0 while serial has no agreed call, or without a bound).
+  double excess() const { return excess_; }
+  double excess_bound() const;
   /// Whether the round's calls are all done: the caller agrees round_numbers() across ranks
   /// (MAX, element by element) and passes them to close_round().
   bool round_over() const { return !settled_ && at_ == order_.size(); }
@@ -50,8 +69,8 @@ class Race {
   /// Applies the halving and the stop to the agreed numbers; starts the next round or settles.
   void close_round(const std::vector<double>& agreed);
 
-  /// Once settled: the agreed medians (0: never counted), who may win (counted at least once)
-  /// and the calls each ran.
+  /// Once settled: the agreed medians (0: never counted), who may win (a counted call beyond its
+  /// warm-up, and serial has one too) and the calls each ran.
   const std::vector<double>& medians() const { return medians_; }
   std::vector<bool> eligible() const;
   const std::vector<int>& calls() const { return calls_; }
@@ -78,6 +97,15 @@ class Race {
   int budget_;
   double noise_guard_;
   double noise_ = 0;
+  int per_ = kCallsPerRound;   // calls of each candidate in round 0: 1 when the budget is short, each counted
+  double excess_calls_ = 0;
+  double excess_ = 0;
+  double fastest_ = 0;         // the fastest agreed call so far (0: none yet)
+  double serial_fastest_ = 0;  // serial's fastest agreed call (0: none yet)
+  double agreed_sum_ = 0;      // the agreed calls' total
+  int agreed_count_ = 0;
+  bool over_bound_ = false;
+  std::size_t last_ = 0;       // the candidate of the call last recorded
   int used_ = 0;
   int round_ = 0;
   bool settled_ = false;

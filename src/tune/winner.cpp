@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cofuse/build_info.hpp"
+#include "cofuse/model/planner.hpp"
 #include "measure/text.hpp"
 
 namespace cofuse::detail {
@@ -40,6 +41,26 @@ void add_evidence(TuningDb& db, const OpDesc& desc, const TuningReport& report, 
     if (c.calls > 0 && c.median_s > 0 && c.model_s > 0)
       db.add_evidence(desc, report.profile, correction_family(c.schedule), c.median_s / c.model_s, measured_by,
                       build_info().git_revision);
+}
+
+int add_measured_evidence(TuningDb& db, const OpDesc& desc, const MachineProfile& profile,
+                          const std::vector<std::pair<Schedule, double>>& measured, const std::string& measured_by) {
+  PlannerOptions options;
+  options.consult_tuning_db = false;  // the model's own predictions: what the evidence corrects
+  options.backend = Backend::cpu_mpi;
+  const PlanChoice plan = choose_schedule(desc, profile, options);
+  int added = 0;
+  for (const auto& [schedule, seconds] : measured) {
+    if (!(seconds > 0)) continue;
+    for (const PlanCandidate& c : plan.candidates)
+      if (c.schedule == schedule && c.model_s > 0) {
+        db.add_evidence(desc, profile.name, correction_family(schedule), seconds / c.model_s, measured_by,
+                        build_info().git_revision);
+        ++added;
+        break;
+      }
+  }
+  return added;
 }
 
 }  // namespace cofuse::detail

@@ -2,10 +2,12 @@
 // The one winner rule and the one entry writer of tuning, shared by online tuning (an `auto`
 // Operation's first calls) and `cofuse tune` (interleaved iterations on random data).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cofuse/op_desc.hpp"
 #include "cofuse/schedule.hpp"
+#include "cofuse/model/profile.hpp"
 #include "cofuse/model/tuning.hpp"
 #include "cofuse/tuning_report.hpp"
 
@@ -37,5 +39,13 @@ TuningEntry winner_entry(const OpDesc& desc, const std::string& machine, const s
 /// median / the model's own prediction to db's correction of its kind (ModelCorrection,
 /// cofuse/model/tuning.hpp), so the next plan here is corrected by it. machine: report.profile.
 void add_evidence(TuningDb& db, const OpDesc& desc, const TuningReport& report, const std::string& measured_by);
+
+/// The same evidence from measurements made outside a race (`cofuse bench --evidence`): each
+/// (schedule, median seconds) over the model's own prediction of that schedule on `profile`
+/// (choose_schedule's uncorrected model_s, the tuning database not consulted). Schedules the
+/// planner does not enumerate (chunk counts off its grid; the naive baseline is no Schedule)
+/// are skipped. Returns how many were added.
+int add_measured_evidence(TuningDb& db, const OpDesc& desc, const MachineProfile& profile,
+                          const std::vector<std::pair<Schedule, double>>& measured, const std::string& measured_by);
 
 }  // namespace cofuse::detail

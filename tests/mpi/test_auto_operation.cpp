@@ -54,6 +54,9 @@ OperationOptions tuning(const std::string& db, int calls) {
   o.tune_calls = calls;
   o.tuning_db = db;
   o.who = "test";
+  // The race's rule, unbounded: these tests count its calls (the excess bound, which ends a
+  // race early by the times measured, has a test of its own below).
+  o.tune_excess = 0;
   return o;
 }
 
@@ -313,6 +316,40 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
   EXPECT_EQ(configured.tuning()->settled(), config::autotune_calls().value == 0);
 }
 
+// The excess bound (OperationOptions::tune_excess): a bound far below what any race costs
+// ends the race within round 0, at the same call on every rank (each call's time is agreed,
+// the slowest rank's), keeps the best it measured, every call still correct; the report says what
+// it spent and the bound.
+TEST(AutoOperation, TheExcessBoundEndsTheRaceAtOneCallOnEveryRank) {
+  const test::SharedTempDir dir("cofuse-auto");
+  const int p = test::world_size();
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 12 * p, 8 * p);
+  OperationOptions o = tuning(dir.path() + "/tuning.json", 32);
+  o.tune_excess = 1e-6;  // serial calls: any two calls that differ cross it
+  Operation op = make_auto(d, o);
+  if (op.tuning()->settled()) GTEST_SKIP() << "the model has nothing overlapped to race: " << op.explain();
+  measure::Inputs in(d, test::run_seed() + 61, test::world_rank());
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+  int calls = 0;
+  while (!op.tuning()->settled() && calls < 32) {
+    run_checked(op, in, reference, 1);
+    ++calls;
+  }
+  const TuningReport& t = *op.tuning();
+  ASSERT_EQ(t.settled_by, SettledBy::measurement) << op.explain();
+  EXPECT_EQ(t.stop_reason, "the excess bound is spent") << op.explain();
+  EXPECT_LT(t.calls_raced, 2 * int(t.candidates.size())) << "ended within round 0";
+  EXPECT_GT(t.excess_bound_s, 0);
+  EXPECT_GT(t.excess_s, t.excess_bound_s);
+  EXPECT_DOUBLE_EQ(t.tune_excess, 1e-6);
+  EXPECT_NE(op.explain().find("beyond its fastest call (bound"), std::string::npos) << op.explain();
+  // Whoever won ran; serial, first in round 0, always did.
+  EXPECT_GT(t.candidates[t.winner].calls, 0);
+  EXPECT_GT(t.candidates[0].calls, 0);
+  expect_same_on_every_rank(verdict(op) + " | " + t.stop_reason, "the settled verdict");
+  run_checked(op, in, reference, 2);
+}
+
 // The candidates raced: serial, the model's best other unfused way, then its best overlapped
 // schedule of each way of moving the data (algo, topo) first, where the model errs most, then
 // its next best; in the model's order.
@@ -346,6 +383,21 @@ TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
   EXPECT_EQ(measured, std::set<std::string>(firsts.begin(), firsts.begin() + 3)) << op.explain();
   for (std::size_t i = 3; i < op.tuning()->candidates.size(); ++i)
     EXPECT_LE(op.tuning()->candidates[i - 1].predicted_s, op.tuning()->candidates[i].predicted_s) << "in the model's order";
+
+  // More places: after each family's best, the best of each way of cutting the work (pieces and
+  // split) the families left out, before any next best of a cut already racing.
+  o.candidates = 6;
+  const Operation wide = make_auto(d, o);
+  std::set<std::pair<int, Split>> cuts;
+  std::set<std::string> expected(firsts.begin(), firsts.end());
+  for (const PlanCandidate& c : ranked)
+    if (expected.count(c.schedule.to_string())) cuts.insert({c.schedule.chunks, c.schedule.split});
+  for (const PlanCandidate& c : ranked)
+    if (c.schedule.overlap != Overlap::none && expected.size() < 6 && cuts.insert({c.schedule.chunks, c.schedule.split}).second)
+      expected.insert(c.schedule.to_string());
+  std::set<std::string> raced;
+  for (std::size_t i = 2; i < wide.tuning()->candidates.size(); ++i) raced.insert(wide.tuning()->candidates[i].schedule.to_string());
+  for (const std::string& e : expected) EXPECT_TRUE(raced.count(e)) << e << " | " << wide.explain();
 }
 
 TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {

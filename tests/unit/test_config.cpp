@@ -215,5 +215,21 @@ TEST(Config, TheNoiseGuardAndRanksPerHostAreRegistryEntries) {
   EXPECT_EQ(config::lookup("COFUSE_RANKS_PER_HOST").value, "2");
 }
 
+TEST(Config, TheTuneExcessIsARegistryEntry) {
+  {
+    ScopedEnv g("COFUSE_TUNE_EXCESS", nullptr);
+    EXPECT_EQ(config::tune_excess().value, config::kTuneExcess);
+  }
+  {
+    ScopedEnv g("COFUSE_TUNE_EXCESS", "2.5");
+    EXPECT_EQ(config::tune_excess().value, 2.5);
+    EXPECT_EQ(config::lookup("COFUSE_TUNE_EXCESS").value, "2.5");
+  }
+  for (const char* bad : {"-1", "inf", "nan", "4 calls"}) {
+    ScopedEnv g("COFUSE_TUNE_EXCESS", bad);
+    EXPECT_THROW(config::tune_excess(), Error) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace cofuse

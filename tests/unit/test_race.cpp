@@ -28,6 +28,22 @@ std::vector<std::size_t> run(Race& race, Time time) {
   return order;
 }
 
+// The same with the excess bound's accounting: every call's time is also the agreed one (one
+// rank). Returns each call's time, in order.
+template <class Time>
+std::vector<double> run_accounted(Race& race, Time time) {
+  std::vector<double> times;
+  while (!race.settled()) {
+    const std::size_t c = race.next();
+    const double t = time(c, times.size() + 1);
+    times.push_back(t);
+    race.record(t);
+    race.account(t);
+    if (race.round_over()) race.close_round(race.round_numbers());
+  }
+  return times;
+}
+
 std::size_t winner_of(const Race& race, double guard) {
   std::vector<MeasuredCandidate> m;
   const std::vector<bool> ok = race.eligible();
@@ -148,6 +164,83 @@ TEST(Race, StopsEarlyWhenTheLeadIsClear) {
   EXPECT_EQ(winner_of(race, 0.03), 2u);
   EXPECT_LT(race.calls_used(), 40);
   EXPECT_STRNE(race.stop_reason(), "the call budget is spent");
+}
+
+// The excess bound: with candidates far slower than the best (16-piece schedules at a decode
+// size, say), the race ends once its calls took more than `excess` serial calls beyond the
+// fastest call, plus the call that crossed it; it keeps the best it measured.
+TEST(Race, ExcessBoundEndsAnExpensiveRace) {
+  const std::vector<double> t = {1.0, 1.9, 0.5, 1.95, 1.8, 1.9, 1.85, 1.9};
+  const double excess = 10.5;  // past round 0's warm-ups and the counted calls of serial and the best
+  Race race(t.size(), 32, 0.03, excess);
+  ASSERT_TRUE(race.bounded());
+  const std::vector<double> times = run_accounted(race, [&](std::size_t c, std::size_t) { return t[c]; });
+  EXPECT_STREQ(race.stop_reason(), "the excess bound is spent");
+  // The calls beyond the fastest, the first call (the process's start-up) aside: within the
+  // bound plus the one call that crossed it.
+  double spent = 0, worst = 0;
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    spent += times[i] - 0.5;
+    worst = std::max(worst, times[i] - 0.5);
+  }
+  EXPECT_NEAR(race.excess(), spent, 1e-9);
+  EXPECT_DOUBLE_EQ(race.excess_bound(), excess * 1.0);
+  EXPECT_LE(spent, excess * 1.0 + worst + 1e-9);
+  EXPECT_GT(spent, excess * 1.0);  // it ran up to the bound, not short of it
+  EXPECT_EQ(winner_of(race, 0.03), 2u);  // the fast one ran before the bound: kept
+  // Unbounded, the same race runs on well past it.
+  Race free_race(t.size(), 32, 0.03);
+  EXPECT_FALSE(free_race.bounded());
+  run_accounted(free_race, [&](std::size_t c, std::size_t) { return t[c]; });
+  EXPECT_GT(free_race.calls_used(), int(times.size()));
+  EXPECT_EQ(free_race.excess(), 0.0);
+}
+
+// Candidates close to one another cost little beyond the best: the bound does not cut the race
+// (it ends as the unbounded one does), and the first call's start-up is not counted against it.
+TEST(Race, ExcessBoundLeavesACheapRaceAlone) {
+  const std::vector<double> t = {1.0, 0.95, 0.9, 0.6, 0.8, 0.85, 0.7, 0.75};
+  Race bounded(t.size(), 32, 0.03, 8);
+  const std::vector<double> times =
+      run_accounted(bounded, [&](std::size_t c, std::size_t n) { return n == 1 ? 50.0 : t[c]; });
+  Race free_race(t.size(), 32, 0.03);
+  run(free_race, [&](std::size_t c, std::size_t n) { return n == 1 ? 50.0 : t[c]; });
+  EXPECT_EQ(bounded.calls_used(), free_race.calls_used());
+  EXPECT_STREQ(bounded.stop_reason(), free_race.stop_reason());
+  EXPECT_EQ(winner_of(bounded, 0.03), 3u);
+  EXPECT_LT(bounded.excess(), bounded.excess_bound());
+}
+
+// A bound too small for round 0 ends it at the call that crosses it: the candidates not yet run
+// are out (candidate 3, the fastest, among them: the price of a bound), and serial, which runs
+// first, is always there to fall back on.
+TEST(Race, ExcessBoundInRoundZero) {
+  const std::vector<double> t = {1.0, 3.0, 3.0, 0.9, 3.0};
+  Race race(t.size(), 32, 0.03, 1);
+  const std::vector<double> times = run_accounted(race, [&](std::size_t c, std::size_t) { return t[c]; });
+  EXPECT_EQ(race.rounds(), 1);
+  EXPECT_LT(times.size(), 2 * t.size());
+  EXPECT_TRUE(race.eligible()[0]);
+  EXPECT_FALSE(race.eligible()[4]);  // never ran
+  EXPECT_FALSE(race.eligible()[3]);
+  EXPECT_EQ(winner_of(race, 0.03), 0u);
+}
+
+// A race the bound ends among round 0's warm-ups judges nobody on a warm-up: serial's is the
+// process's own first call (slow), so the first candidate's warm-up would "beat" it. Serial stays.
+TEST(Race, AWarmUpAloneNeverWins) {
+  const std::vector<double> t = {1.0, 0.9, 9.0, 9.0, 1.0, 1.0};
+  Race race(t.size(), 32, 0.03, 8);
+  const std::vector<double> times =
+      run_accounted(race, [&](std::size_t c, std::size_t n) { return n == 1 ? 2.0 : t[c]; });
+  EXPECT_STREQ(race.stop_reason(), "the excess bound is spent");
+  EXPECT_LT(times.size(), t.size());  // within the warm-ups
+  for (std::size_t c = 1; c < t.size(); ++c) EXPECT_FALSE(race.eligible()[c]) << c;
+  EXPECT_EQ(winner_of(race, 0.03), 0u);
+  // With a counted call of serial and of the candidate, the candidate may win as before.
+  Race later(2, 32, 0.03, 8);
+  run_accounted(later, [](std::size_t c, std::size_t n) { return n == 1 ? 2.0 : (c == 0 ? 1.0 : 0.5); });
+  EXPECT_EQ(winner_of(later, 0.03), 1u);
 }
 
 }  // namespace

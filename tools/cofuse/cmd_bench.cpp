@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "commands.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/bench_measure.hpp"
@@ -26,6 +27,7 @@
 #include "mpi_command.hpp"
 #include "op_options.hpp"
 #include "progress.hpp"
+#include "tune/winner.hpp"
 
 namespace cofuse::cli {
 
@@ -41,6 +43,8 @@ struct BenchArgs {
   int iters = 10, warmup = 2, naive_chunks = 4;
   std::string records, csv, trace_dir;
   bool quiet = false, json = false;
+  bool evidence = false;  // add every measured schedule to the tuning database's corrections
+  std::string profile;    // --evidence: the profile whose predictions the runs correct ("" = the rule)
   ExecSettings settings;
   std::string command_line;
 };
@@ -140,6 +144,13 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
   }
   if (!ok_everywhere(opened)) return 1;
 
+  // --evidence: the profile the planner plans with here (collective: a calibration where none is
+  // named), whose predictions every measured schedule then corrects (rank 0 keeps the evidence).
+  std::optional<PlanningProfile> planning;
+  if (args.evidence) planning = planning_profile(MPI_COMM_WORLD, args.profile);
+  TuningDb evidence_db;
+  int evidence = 0;
+
   const uint64_t seed = agree_seed(args.seed);
   const LinkProbe link = probe_link(MPI_COMM_WORLD, args.link);
   RecordContext ctx{machine_json(MPI_COMM_WORLD, link), versions_json(),
@@ -186,8 +197,28 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
     }
     if (records.is_open()) records.flush();
     if (!args.json) print_case(std::cout, cases[i], int(i), int(cases.size()), r, link);
+    if (planning) {
+      std::vector<std::pair<Schedule, double>> measured;
+      for (const VariantResult& v : r.variants)
+        if (v.kind != "naive" && v.check.passed())
+          if (const std::optional<Schedule> s = Schedule::parse(v.schedule)) measured.push_back({*s, v.total.median});
+      evidence += detail::add_measured_evidence(evidence_db, prepared[i].desc, planning->profile, measured, "cofuse bench");
+    }
   }
   progress.finish();
+  if (rank == 0 && planning) {
+    // A failed write is a warning: the measurements are in the records either way.
+    const std::string path = tuning_db_path();
+    try {
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
+      if (evidence > 0) evidence_db.save(path);
+      std::cerr << "cofuse bench: " << evidence << " measured schedules added as evidence of the model ("
+                << planning->profile.name << ") to " << path << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "cofuse bench: warning: the evidence was not recorded in " << path << ": " << e.what() << "\n";
+    }
+  }
   if (rank == 0) {
     if (!args.csv.empty()) {
       std::ofstream csv(args.csv);
@@ -262,6 +293,13 @@ std::function<int()> add_bench_command(CLI::App& app, int argc, char** argv) {
   b->add_option("--tile-rows", args->settings.tile_rows, "Fused schedules: GEMM rows between MPI progress calls")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
       ->capture_default_str();
+  b->add_flag("--evidence", args->evidence,
+              "Every measured schedule is evidence of the model's error here: its median over the model's\n"
+              "prediction (on --profile) joins the tuning database's corrections ($COFUSE_TUNING_DB, else the\n"
+              "cache's), so the next plan on this machine is closer (docs/planner.md)");
+  b->add_option("--profile", args->profile,
+                "With --evidence: the profile whose predictions are corrected (default $COFUSE_PROFILE, else a\n"
+                "calibration of this communicator, as --schedule auto plans)");
   b->add_flag("--quiet", args->quiet, "No progress on stderr");
   b->add_flag("--json", args->json, "Print the records (JSON Lines) on stdout instead of tables");
   return [args] {

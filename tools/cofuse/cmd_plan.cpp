@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/tools/reports.hpp"
 #include "commands.hpp"
 #include "op_options.hpp"
@@ -70,7 +71,10 @@ int plan_command(const PlanArgs& args) {
     throw_if_error(d.validate());
     if (args.list) {
       std::cout << "valid schedules for " << d.to_string() << " (presets named):\n";
-      for (const Schedule& s : enumerate_schedules(d)) std::cout << "  " << schedule_name(s) << "\n";
+      // With a profile named, the machine it describes: its hosts add the two-level twins (as the
+      // planner's candidates do), so a sweep over this list measures them too.
+      const int per_host = args.profile.empty() ? 0 : planning_profile_offline(args.ranks, args.profile).profile.ranks_per_host(args.ranks);
+      for (const Schedule& s : enumerate_schedules(d, {2, 4, 8}, per_host)) std::cout << "  " << schedule_name(s) << "\n";
       return 0;
     }
     if (args.schedule == "auto") return auto_plan(args, d);

@@ -42,6 +42,7 @@ struct RunArgs {
   std::string schedule = "serial";
   std::string profile;  // --schedule auto: the machine profile the planner predicts with ("" = the rule)
   int autotune_calls = -1;  // --schedule auto: calls spent measuring (< 0: config; 0: off)
+  double tune_excess = -1;  // --schedule auto: the race's excess bound in serial calls (< 0: config; 0: none)
   std::string schedules;  // "all", "presets", or a ';'-separated list
   std::string seed;       // empty: a fresh one
   int iters = 20, warmup = 3;
@@ -216,6 +217,8 @@ std::string settled_line(const Operation& op, double tuning_s) {
       for (const TunedCandidate& c : t.candidates) o << " " << c.name << " " << c.median_s * 1e3 << " ms/" << c.calls << ";";
       o << " kept " << schedule_name(op.schedule()) << ", recorded in " << t.tuning_db << "; tuning took " << tuning_s
         << " s, " << tuning_excess_s(t, tuning_s) << " s more than " << t.calls_raced << " calls of the kept schedule";
+      if (t.excess_bound_s > 0)
+        o << " (the race's excess bound: " << t.excess_bound_s << " s, " << t.tune_excess << " serial calls)";
       break;
     }
     case SettledBy::tuning: o << "still tuning"; break;  // not reached: run calls it until settled
@@ -233,7 +236,8 @@ nlohmann::json autotune_json(const Operation& op, double tuning_s) {
           {"model_choice", t.model_choice.schedule.to_string()}, {"model_predicted_ms", t.model_choice.predicted_s * 1e3},
           {"settled_by", to_string(t.settled_by)}, {"tuning_calls", t.calls}, {"calls_raced", t.calls_raced},
           {"rounds", t.rounds}, {"stop_reason", t.stop_reason}, {"tuning_s", tuning_s},
-          {"tuning_excess_s", tuning_excess_s(t, tuning_s)}, {"candidates", candidates},
+          {"tuning_excess_s", tuning_excess_s(t, tuning_s)}, {"race_excess_s", t.excess_s},
+          {"excess_bound_s", t.excess_bound_s}, {"tune_excess", t.tune_excess}, {"candidates", candidates},
           {"tuning_db", t.tuning_db}, {"explain", op.explain()}};
 }
 
@@ -247,6 +251,7 @@ int run_single(const RunArgs& args, const OpDesc& d, int rank) {
   o.exec = args.settings;
   o.profile = args.profile;
   o.tune_calls = args.autotune_calls;
+  o.tune_excess = args.tune_excess;
   o.who = "cofuse run";
   // With auto, the planner's answer is rank 0's on every rank, so ranks that read other
   // profiles or databases still run one schedule.
@@ -340,6 +345,11 @@ std::function<int()> add_run_command(CLI::App& app) {
                   "With --schedule auto: calls spent measuring the model's best schedules beside serial before one is\n"
                   "kept and recorded in the tuning database; 0 = off, the model's choice is final (default\n"
                   "$COFUSE_AUTOTUNE_CALLS, else " + std::to_string(config::kAutotuneCalls) + ")")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--tune-excess", args->tune_excess,
+                  "With --schedule auto: the most the race may cost beyond its fastest candidate, in serial calls\n"
+                  "(it keeps the best it measured once its calls pass it, plus the call that crossed it); 0 = no\n"
+                  "bound (default $COFUSE_TUNE_EXCESS, else " + measure::fixed(config::kTuneExcess, 0) + ")")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--schedules", args->schedules,
                   "Sweep instead: 'all' (every valid schedule, chunks 2/4/8), 'presets', or a ';'-separated list. "

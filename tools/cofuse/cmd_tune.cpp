@@ -88,6 +88,9 @@ int tune(const TuneArgs& args, const std::vector<BenchCase>& cases) {
   options.tune_calls = calls;
   options.candidates = args.top;
   options.noise_guard = margin;
+  // Offline tuning is the measurement itself, not a user's job paying for it: the race's rule
+  // (halving, the noise stop, the call budget) without the excess bound of first use.
+  options.tune_excess = 0;
   options.record = false;  // written here, once, to --db
   options.who = "cofuse tune";
   options.planner.consult_tuning_db = false;  // measure, whatever a database says

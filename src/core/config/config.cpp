@@ -132,6 +132,16 @@ Setting<double> noise_guard() {
   return {v, Source::environment};
 }
 
+Setting<double> tune_excess() {
+  const auto env = variable("COFUSE_TUNE_EXCESS");
+  if (!env) return {kTuneExcess, Source::default_value};
+  char* end = nullptr;
+  const double v = std::strtod(env->c_str(), &end);
+  if (end == env->c_str() || *end != '\0' || !(v >= 0 && std::isfinite(v)))
+    throw bad_value("COFUSE_TUNE_EXCESS", *env, "serial calls >= 0 (0 = no bound)");
+  return {v, Source::environment};
+}
+
 Setting<std::string> ranks_per_host() { return text({}, "COFUSE_RANKS_PER_HOST", ""); }
 
 namespace {
@@ -198,6 +208,10 @@ Setting<std::string> noise_guard_text(std::string_view) {
   const Setting<double> s = noise_guard();
   return {number_text(s.value), s.source};
 }
+Setting<std::string> tune_excess_text(std::string_view) {
+  const Setting<double> s = tune_excess();
+  return {number_text(s.value), s.source};
+}
 Setting<std::string> ranks_per_host_text(std::string_view) {
   const Setting<std::string> s = ranks_per_host();
   return {s.value.empty() ? "(MPI_COMM_TYPE_SHARED finds them)" : s.value, s.source};
@@ -254,6 +268,10 @@ const std::vector<Entry>& entries() {
        "how much faster than serial an overlapped schedule must measure to be kept (online tuning, cofuse tune "
        "--margin)",
        noise_guard_text},
+      {"tune_excess", "COFUSE_TUNE_EXCESS", "serial calls >= 0 (0 = none)", number_text(kTuneExcess),
+       "the most an auto Operation's race may cost beyond its fastest candidate, in serial calls (plus the call "
+       "that crosses it)",
+       tune_excess_text},
       {"ranks_per_host", "COFUSE_RANKS_PER_HOST", "ranks >= 1 dividing the rank count", "(MPI_COMM_TYPE_SHARED finds them)",
        "ranks per host for two-level schedules and calibrations, where MPI cannot see the hosts (network namespaces)",
        ranks_per_host_text},
