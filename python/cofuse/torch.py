@@ -50,11 +50,12 @@ def _contiguous(t):
     return t if t.is_contiguous() else t.contiguous()
 
 
-def _finish_forward(ctx, y, bias, layer, x_kept, weight):
+def _finish_forward(ctx, y, bias, layer, sp, x_kept, weight):
     """Both layers' forward ends alike: the bias, and what backward needs kept."""
     if bias is not None:
         y += bias
     ctx.layer = layer
+    ctx.sp = sp
     ctx.has_bias = bias is not None
     ctx.save_for_backward(x_kept, weight)
     return y
@@ -62,14 +63,14 @@ def _finish_forward(ctx, y, bias, layer, x_kept, weight):
 
 class _ColumnParallel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, layer):
-        if layer.sequence_parallel:  # y = AllGather(x) · Wᵀ, the gathered x kept for wgrad
+    def forward(ctx, x, weight, bias, layer, sp):
+        if sp:  # y = AllGather(x) · Wᵀ, the gathered x kept for wgrad
             y, x_full = _cofuse.ag_gemm(_contiguous(x), weight, layer.comm, trans_b=True, gathered=True,
                                         schedule=layer.schedule, profile=layer.profile)
         else:
             x_full = x
             y = _matmul(x, weight.t())
-        return _finish_forward(ctx, y, bias, layer, x_full, weight)
+        return _finish_forward(ctx, y, bias, layer, sp, x_full, weight)
 
     @staticmethod
     def backward(ctx, dy):
@@ -77,30 +78,30 @@ class _ColumnParallel(torch.autograd.Function):
         x_full, weight = ctx.saved_tensors
         dy = _contiguous(dy)
         # dx = Σ_r dy_r·W_r: all-reduced (no SP), or scattered along tokens (SP)
-        if layer.sequence_parallel:
+        if ctx.sp:
             dx = _cofuse.gemm_rs(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
         else:
             dx = _cofuse.gemm_ar(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
         dw = _matmul(dy.t(), x_full)
         db = dy.sum(0) if ctx.has_bias else None
-        return dx, dw, db, None
+        return dx, dw, db, None, None
 
 
 class _RowParallel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, layer):
+    def forward(ctx, x, weight, bias, layer, sp):
         x = _contiguous(x)
         # y = Σ_r x_r·W_rᵀ: all-reduced (no SP), or scattered along tokens (SP)
-        op = _cofuse.gemm_rs if layer.sequence_parallel else _cofuse.gemm_ar
+        op = _cofuse.gemm_rs if sp else _cofuse.gemm_ar
         y = op(x, weight, layer.comm, trans_b=True, schedule=layer.schedule, profile=layer.profile)
-        return _finish_forward(ctx, y, bias, layer, x, weight)
+        return _finish_forward(ctx, y, bias, layer, sp, x, weight)
 
     @staticmethod
     def backward(ctx, dy):
         layer = ctx.layer
         x, weight = ctx.saved_tensors
         dy = _contiguous(dy)
-        if layer.sequence_parallel:  # dx = AllGather(dy) · W_r, the gathered dy kept for wgrad
+        if ctx.sp:  # dx = AllGather(dy) · W_r, the gathered dy kept for wgrad
             dx, dy_full = _cofuse.ag_gemm(dy, weight, layer.comm, gathered=True, schedule=layer.schedule,
                                           profile=layer.profile)
         else:
@@ -108,7 +109,7 @@ class _RowParallel(torch.autograd.Function):
             dx = _matmul(dy, weight)
         dw = _matmul(dy_full.t(), x)
         db = dy_full.sum(0) if ctx.has_bias else None  # the whole bias's gradient, alike on every rank
-        return dx, dw, db, None
+        return dx, dw, db, None, None
 
 
 class _ParallelLinear(nn.Module):
@@ -180,8 +181,11 @@ class ColumnParallelLinear(_ParallelLinear):
         super().__init__(in_features, out_features, comm, bias=bias, sequence_parallel=sequence_parallel, dtype=dtype,
                          schedule=schedule, profile=profile, seed=seed, split="rows")
 
-    def forward(self, x):
-        return _ColumnParallel.apply(x, self.weight, self.bias, self)
+    def forward(self, x, sequence_parallel=None):
+        """sequence_parallel: None = the layer's own setting; True or False = this call's (a model
+        trained with SP decodes without it, one token per sequence)."""
+        sp = self.sequence_parallel if sequence_parallel is None else sequence_parallel
+        return _ColumnParallel.apply(x, self.weight, self.bias, self, sp)
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -197,8 +201,10 @@ class RowParallelLinear(_ParallelLinear):
         super().__init__(in_features, out_features, comm, bias=bias, sequence_parallel=sequence_parallel, dtype=dtype,
                          schedule=schedule, profile=profile, seed=seed, split="columns")
 
-    def forward(self, x):
-        return _RowParallel.apply(x, self.weight, self.bias, self)
+    def forward(self, x, sequence_parallel=None):
+        """sequence_parallel: as ColumnParallelLinear.forward's."""
+        sp = self.sequence_parallel if sequence_parallel is None else sequence_parallel
+        return _RowParallel.apply(x, self.weight, self.bias, self, sp)
 
 
 class TensorParallelMLP(nn.Module):
@@ -214,8 +220,9 @@ class TensorParallelMLP(nn.Module):
         self.fc1 = ColumnParallelLinear(hidden, ffn, comm, seed=seed, **common)
         self.fc2 = RowParallelLinear(ffn, hidden, comm, seed=seed + 1, **common)
 
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+    def forward(self, x, sequence_parallel=None):
+        """sequence_parallel: as ColumnParallelLinear.forward's."""
+        return self.fc2(F.gelu(self.fc1(x, sequence_parallel), approximate="tanh"), sequence_parallel)
 
 
 # ---- drop-in forms of torch.ops.symm_mem's async-TP ops, with an mpi4py communicator ----
