@@ -47,7 +47,6 @@ Race::Race(std::size_t candidates, int budget, double noise_guard, double excess
 
 void Race::record(double seconds) {
   const std::size_t c = next();
-  last_ = c;
   samples_[c].push_back(seconds);
   ++calls_[c];
   ++used_;
@@ -55,15 +54,14 @@ void Race::record(double seconds) {
 }
 
 void Race::failed() {
-  last_ = next();
   ++calls_[next()];
   ++used_;
   ++at_;
 }
 
 void Race::account(double agreed_seconds) {
-  if (!bounded() || settled_ || !(agreed_seconds > 0)) return;
-  if (last_ == 0) serial_fastest_ = serial_fastest_ > 0 ? std::min(serial_fastest_, agreed_seconds) : agreed_seconds;
+  if (!bounded() || settled_ || at_ == 0 || !(agreed_seconds > 0)) return;
+  if (order_[at_ - 1] == 0) serial_fastest_ = serial_fastest_ > 0 ? std::min(serial_fastest_, agreed_seconds) : agreed_seconds;
   fastest_ = fastest_ > 0 ? std::min(fastest_, agreed_seconds) : agreed_seconds;
   // The race's first call is the process's first of this operation: whatever schedule ran it
   // would pay its start-up (on this host serial's first call of a small gemm_rs took 1.9 ms
@@ -71,14 +69,15 @@ void Race::account(double agreed_seconds) {
   if (used_ == 1) return;
   agreed_sum_ += agreed_seconds;
   ++agreed_count_;
-  // Every call's excess over the fastest seen, recomputed as the fastest improves: the sum of
-  // (t - fastest) over the calls is their total less count x fastest.
-  excess_ = agreed_sum_ - agreed_count_ * fastest_;
-  if (serial_fastest_ > 0 && excess_ > excess_bound()) {
+  if (serial_fastest_ > 0 && excess() > excess_bound()) {
     over_bound_ = true;
     order_.resize(at_);  // the round ends with this call: closing it settles the race
   }
 }
+
+// Every call's excess over the fastest seen, as the fastest improves: the sum of (t - fastest)
+// over the calls is their total less count x fastest.
+double Race::excess() const { return agreed_sum_ - agreed_count_ * fastest_; }
 
 double Race::excess_bound() const { return excess_calls_ * serial_fastest_; }
 

@@ -58,7 +58,7 @@ class Race {
   void account(double agreed_seconds);
   /// Seconds the calls so far took beyond the fastest agreed call seen, and the bound they are
   /// held to (0 while serial has no agreed call, or without a bound).
-  double excess() const { return excess_; }
+  double excess() const;
   double excess_bound() const;
   /// Whether the round's calls are all done: the caller agrees round_numbers() across ranks
   /// (MAX, element by element) and passes them to close_round().
@@ -99,13 +99,11 @@ class Race {
   double noise_ = 0;
   int per_ = kCallsPerRound;   // calls of each candidate in round 0: 1 when the budget is short, each counted
   double excess_calls_ = 0;
-  double excess_ = 0;
   double fastest_ = 0;         // the fastest agreed call so far (0: none yet)
   double serial_fastest_ = 0;  // serial's fastest agreed call (0: none yet)
   double agreed_sum_ = 0;      // the agreed calls' total
   int agreed_count_ = 0;
   bool over_bound_ = false;
-  std::size_t last_ = 0;       // the candidate of the call last recorded
   int used_ = 0;
   int round_ = 0;
   bool settled_ = false;

@@ -52,16 +52,23 @@ const char* to_string(Source source) {
 
 Setting<std::string> profile(std::string_view flag) { return text(flag, "COFUSE_PROFILE", kProfile); }
 
-Setting<double> deadline_s() {
-  const auto env = variable("COFUSE_DEADLINE_S");
-  if (!env) return {kDeadlineS, Source::default_value};
+// A number from the variable `name`: `fallback` when unset; Error(invalid_argument) naming
+// `wanted` when the text is not a whole number or `ok` refuses it.
+template <class Ok>
+Setting<double> number(const char* name, double fallback, Ok ok, const char* wanted) {
+  const auto env = variable(name);
+  if (!env) return {fallback, Source::default_value};
   char* end = nullptr;
   const double v = std::strtod(env->c_str(), &end);
+  if (end == env->c_str() || *end != '\0' || !ok(v)) throw bad_value(name, *env, wanted);
+  return {v, Source::environment};
+}
+
+Setting<double> deadline_s() {
   // Infinity is refused too: 0 already means "no deadline", and an infinite one would overflow
   // the watchdog's clock arithmetic.
-  if (end == env->c_str() || *end != '\0' || !(v >= 0) || !std::isfinite(v))
-    throw bad_value("COFUSE_DEADLINE_S", *env, "a number of seconds >= 0 (0 = no deadline)");
-  return {v, Source::environment};
+  return number("COFUSE_DEADLINE_S", kDeadlineS, [](double v) { return v >= 0 && std::isfinite(v); },
+                "a number of seconds >= 0 (0 = no deadline)");
 }
 
 Setting<std::string> tuning_db() { return text({}, "COFUSE_TUNING_DB", ""); }
@@ -123,23 +130,13 @@ Setting<std::string> max_vector_level() {
 }
 
 Setting<double> noise_guard() {
-  const auto env = variable("COFUSE_NOISE_GUARD");
-  if (!env) return {kNoiseGuard, Source::default_value};
-  char* end = nullptr;
-  const double v = std::strtod(env->c_str(), &end);
-  if (end == env->c_str() || *end != '\0' || !(v >= 0 && v < 1))
-    throw bad_value("COFUSE_NOISE_GUARD", *env, "a fraction in [0, 1) (0.03 = 3%)");
-  return {v, Source::environment};
+  return number("COFUSE_NOISE_GUARD", kNoiseGuard, [](double v) { return v >= 0 && v < 1; },
+                "a fraction in [0, 1) (0.03 = 3%)");
 }
 
 Setting<double> tune_excess() {
-  const auto env = variable("COFUSE_TUNE_EXCESS");
-  if (!env) return {kTuneExcess, Source::default_value};
-  char* end = nullptr;
-  const double v = std::strtod(env->c_str(), &end);
-  if (end == env->c_str() || *end != '\0' || !(v >= 0 && std::isfinite(v)))
-    throw bad_value("COFUSE_TUNE_EXCESS", *env, "serial calls >= 0 (0 = no bound)");
-  return {v, Source::environment};
+  return number("COFUSE_TUNE_EXCESS", kTuneExcess, [](double v) { return v >= 0 && std::isfinite(v); },
+                "serial calls >= 0 (0 = no bound)");
 }
 
 Setting<std::string> ranks_per_host() { return text({}, "COFUSE_RANKS_PER_HOST", ""); }
