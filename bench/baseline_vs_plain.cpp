@@ -1,4 +1,5 @@
-// Is cofuse's unfused baseline as fast as the BLAS + MPI code a careful user writes by hand?
+// Is cofuse's unfused baseline (or `auto`) as fast as the BLAS + MPI code a careful user writes
+// by hand?
 //
 // For each op, the hand-written version (plain cblas + one MPI collective, written here
 // independently of cofuse) and cofuse::Operation::execute run interleaved, iteration by
@@ -6,13 +7,23 @@
 // Prints medians and the ratio cofuse / plain (1.00 = as fast; > 1 = cofuse slower), and checks
 // each version's own output against the reference (exit 1 if either fails).
 //
-//   mpirun -np 2 build/bench/bench_baseline_vs_plain [M N K] [iterations]
+//   mpirun -np 2 build/bench/bench_baseline_vs_plain [M N K] [iterations] [--schedule S] [--bound]
+//
+// M may be a comma-separated list (decode sizes: 1,2,4,...,256), one table row per op and M.
+// --schedule: serial (default: cofuse's unfused baseline) or auto: the operation is made by the
+// communicator's Context and called until it has settled (its race, if it runs one, is not
+// timed: the steady state is), and the row names what it settled on and how.
+// --bound: cofuse's buffers are bound once (Operation::bind) and each call is execute(), which
+// agrees on nothing; without it each call is execute(buffers), one small allreduce first.
 #include <cblas.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
@@ -91,24 +102,48 @@ int main(int argc, char** argv) {
   int rank = 0, p = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &p);
-  Shape shape{128, 2048, 2048};
+  std::vector<std::string> positional;
+  std::string schedule = "serial";
+  bool bound = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) schedule = argv[++i];
+    else if (std::strcmp(argv[i], "--bound") == 0) bound = true;
+    else positional.push_back(argv[i]);
+  }
+  if (schedule != "serial" && schedule != "auto") {
+    if (rank == 0) std::fprintf(stderr, "--schedule must be serial or auto, not %s\n", schedule.c_str());
+    MPI_Finalize();
+    return 2;
+  }
+  std::vector<int> ms{128};
+  int n_global = 2048, k_global = 2048;
   int iterations = 30;
-  if (argc >= 4) shape = {std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3])};
-  if (argc >= 5) iterations = std::atoi(argv[4]);
+  if (positional.size() >= 3) {
+    ms.clear();
+    std::stringstream list(positional[0]);
+    for (std::string item; std::getline(list, item, ',');) ms.push_back(std::atoi(item.c_str()));
+    n_global = std::atoi(positional[1].c_str());
+    k_global = std::atoi(positional[2].c_str());
+  }
+  if (positional.size() >= 4) iterations = std::atoi(positional[3].c_str());
   if (rank == 0) {
-    std::printf("cofuse baseline vs hand-written cblas + MPI: %d ranks, global M=%d N=%d K=%d, f32, %d iterations\n",
-                p, shape.m, shape.n, shape.k, iterations);
-    std::printf("%-16s %12s %12s %10s\n", "op", "plain ms", "cofuse ms", "ratio");
+    std::printf("cofuse %s%s vs hand-written cblas + MPI: %d ranks, global N=%d K=%d, f32, %d iterations\n",
+                schedule.c_str(), bound ? " (bound buffers)" : "", p, n_global, k_global, iterations);
+    std::printf("%-16s %5s %12s %12s %10s\n", "op", "M", "plain ms", "cofuse ms", "ratio");
   }
   const std::pair<cofuse::OpKind, cofuse::Axis> ops[] = {
       {cofuse::OpKind::ag_gemm, cofuse::Axis::m}, {cofuse::OpKind::ag_gemm, cofuse::Axis::k},
       {cofuse::OpKind::gemm_rs, cofuse::Axis::m}, {cofuse::OpKind::gemm_rs, cofuse::Axis::n},
       {cofuse::OpKind::gemm_ar, cofuse::Axis::none}};
   int status = 0;
+  for (const int m : ms)
   for (auto [op, axis] : ops) {
+    const Shape shape{m, n_global, k_global};
     cofuse::OpDesc d{op, shape.m, shape.n, shape.k, cofuse::DType::f32, false, false, axis, p};
     if (!d.validate().ok()) {
-      if (rank == 0) std::printf("%-16s skipped: %s\n", cofuse::to_string(op), d.validate().message().c_str());
+      if (rank == 0)
+        std::printf("%-16s %5d skipped: %s\n", (std::string(cofuse::to_string(op)) + " axis " + cofuse::to_string(axis)).c_str(),
+                    m, d.validate().message().c_str());
       continue;
     }
     const cofuse::LocalShapes s = d.local_shapes();
@@ -117,8 +152,17 @@ int main(int argc, char** argv) {
     cofuse::fill_random(d.dtype, a.data(), a.size(), 99, 2 * rank);
     cofuse::fill_random(d.dtype, b.data(), b.size(), 99, 2 * rank + 1);
     Plain plain{d, p, {}, {}};
-    cofuse::Operation operation(d, MPI_COMM_WORLD);
+    cofuse::Operation operation =
+        schedule == "auto" ? cofuse::Context::of(MPI_COMM_WORLD).operation(d, cofuse::ScheduleChoice::automatic())
+                           : cofuse::Operation(d, MPI_COMM_WORLD);
     const cofuse::OpBuffers buffers{a.data(), b.data(), c_cofuse.data(), nullptr};
+    if (bound) operation.bind(buffers);
+    auto call_cofuse = [&] { bound ? operation.execute() : operation.execute(buffers); };
+    int race_calls = 0;  // auto's race, run to its end before the timed calls
+    while (operation.tuning() && !operation.tuning()->settled()) {
+      call_cofuse();
+      ++race_calls;
+    }
     std::vector<double> t_plain, t_cofuse;
     for (int i = 0; i < iterations + 3; ++i) {
       auto timed = [](auto&& body) {
@@ -128,7 +172,7 @@ int main(int argc, char** argv) {
         return slowest(MPI_Wtime() - t0);
       };
       auto run_plain = [&] { plain.run(a.data(), b.data(), c_plain.data()); };
-      auto run_cofuse = [&] { operation.execute(buffers); };
+      auto run_cofuse = [&] { call_cofuse(); };
       // Alternate which goes first, so neither always runs on a cache the other warmed.
       double tp = 0, tc = 0;
       if (i % 2 == 0) {
@@ -148,7 +192,7 @@ int main(int argc, char** argv) {
     cofuse::fill_nan(d.dtype, c_plain.data(), int64_t(c_plain.size()));
     cofuse::fill_nan(d.dtype, c_cofuse.data(), int64_t(c_cofuse.size()));
     plain.run(a.data(), b.data(), c_plain.data());
-    operation.execute(buffers);
+    call_cofuse();
     const bool plain_ok =
         cofuse::check_against_reference(d, {a.data(), b.data(), c_plain.data(), nullptr}, MPI_COMM_WORLD).passed();
     const bool cofuse_ok = cofuse::check_against_reference(d, buffers, MPI_COMM_WORLD).passed();
@@ -156,8 +200,12 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double mp = median(t_plain), mc = median(t_cofuse);
       std::string name = std::string(cofuse::to_string(op)) + " axis " + cofuse::to_string(axis);
-      std::printf("%-16s %12.3f %12.3f %10.3f   check: plain %s, cofuse %s\n", name.c_str(), mp * 1e3, mc * 1e3,
+      std::printf("%-16s %5d %12.4f %12.4f %10.3f   check: plain %s, cofuse %s", name.c_str(), m, mp * 1e3, mc * 1e3,
                   mc / mp, plain_ok ? "PASS" : "FAIL", cofuse_ok ? "PASS" : "FAIL");
+      if (const cofuse::TuningReport* t = operation.tuning())
+        std::printf("   auto: %s (%s, %d race calls)", operation.schedule().to_string().c_str(),
+                    cofuse::to_string(t->settled_by), race_calls);
+      std::printf("\n");
     }
   }
   if (rank == 0 && status) std::printf("a result FAILED the reference check (see the check column)\n");

@@ -15,13 +15,16 @@ error of each against the float64 model in one process, and the peak resident me
 
   mpirun -np P /usr/bin/python3 bench/transformer_e2e.py [--json FILE] [--steps 12] ...
   bench/netlab --rate 2gbit --topology shared -- /usr/bin/python3 bench/transformer_e2e.py ...
+  bench/netlab --rate 2gbit -- /usr/bin/python3 bench/transformer_e2e.py ...   (switch: gloo on eth0)
 """
 import argparse
 import json
 import math
 import os
+import re
 import resource
 import statistics
+import subprocess
 import time
 
 import torch
@@ -149,6 +152,16 @@ class TorchTPGPT(nn.Module):
 
 # ---- the measurement ----
 
+def _link_address():
+    """(this rank's address for gloo, its interface or None): eth0's under netlab's switch
+    topology, where COFUSE_LINK names a switch; the loopback otherwise."""
+    if "switch" not in os.environ.get("COFUSE_LINK", ""):
+        return "127.0.0.1", None
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout
+    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)", out)
+    return (found.group(1), "eth0") if found else ("127.0.0.1", None)
+
+
 def slowest(seconds):
     return COMM.allreduce(seconds, op=MPI.MAX)
 
@@ -177,8 +190,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 
-    # gloo's rendezvous: rank 0's address on the loopback (netlab's shaped one under netlab).
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    # gloo's rendezvous and its traffic: rank 0's address on the shaped link under netlab's switch
+    # (each rank in its own namespace, eth0 on the link), else the loopback (netlab's shaped one
+    # under --topology shared).
+    address, interface = _link_address()
+    if interface:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
+    os.environ.setdefault("MASTER_ADDR", COMM.bcast(address))
     os.environ["MASTER_PORT"] = str(COMM.bcast(int(os.environ.get("MASTER_PORT", 29500 + os.getpid() % 1000))))
     dist.init_process_group("gloo", rank=RANK, world_size=P)
 

@@ -47,6 +47,11 @@ inline constexpr int kAutotuneCalls = 32;
 /// include far slower ones, or calls that stall (one call of 43 ms among 7 ms ones, 4 ranks on
 /// a 2 Gbit/s switch). 0 = none (the call budget alone). docs/planner.md, "What first use costs".
 inline constexpr double kTuneExcess = 8;
+/// The least a race may spend beyond its fastest call when its bound is the default (seconds):
+/// 8 calls of 20-200 us are 1 ms, which ended races on two samples of calls too short and noisy to
+/// tell apart (a schedule kept at 1.37x serial's time, docs/benchmarks.md "Decode-sized calls");
+/// 20 ms a shape is below what any job notices. An explicit tune_excess has no floor.
+inline constexpr double kTuneExcessFloorS = 0.02;
 /// Progress thread poll interval (ExecSettings::poll_us, SimOptions::poll_us), microseconds.
 /// 200: on a 2-core host (bench/poll_interval.sh, gemm_rs 2048x1024x256 at 2 ranks) spinning
 /// cost the GEMM a core (20.3 ms vs 13.9 ms), and 1000 us was slower again (16.4 ms).

@@ -79,6 +79,23 @@ class Operation {
   /// message (prefixed with the op's name), the others one naming this rank and that message.
   RunStats execute(const OpBuffers& buffers, const Status& caller_check);
 
+  /// Collective: agrees once on a buffer set that later calls reuse, so that they need no
+  /// agreement at all. It checks `buffers` (and reserves the workspace) exactly as execute()
+  /// does, with the same one allreduce, and every rank throws alike when any rank's are unusable;
+  /// then it keeps them. With ExecSettings::check_finite, which checks the data of every call,
+  /// a bound call cannot be agreed once: bind() then fails on every rank (invalid_argument).
+  /// For a loop whose buffers stay put (a decode step's activations, a benchmark): at small M
+  /// the per-call agreement is a message round trip the op's own collective does not need (over
+  /// TCP it costs as much as the op's own all-reduce of a token's row). A later bind() replaces
+  /// the set; execute(buffers) calls do not touch it. buffers: as for execute(); they must stay
+  /// valid and keep their shapes while bound (cofuse cannot see if they are freed).
+  void bind(const OpBuffers& buffers);
+  /// Collective: runs the op on the buffers bind() agreed on, with no agreement: the op's own
+  /// communication is the only message. Every rank must call it where the others do (as for any
+  /// collective; a rank that never bound throws invalid_argument on its own, and its peers wait
+  /// until the deadline ends the call). Throws as execute() does, bar the buffer checks.
+  RunStats execute();
+
   /// Measurement aid (NOT collective, no communication at all): runs only this rank's
   /// compute-engine tasks, in plan order and with the same GEMM pieces and tiles as execute(),
   /// leaving the outputs meaningless. Its gemm_s is the GEMM time of the schedule's pieces with

@@ -28,10 +28,11 @@ double spread_of_sorted(const std::vector<double>& v) {
 
 }  // namespace
 
-Race::Race(std::size_t candidates, int budget, double noise_guard, double excess_calls)
+Race::Race(std::size_t candidates, int budget, double noise_guard, double excess_calls, double excess_floor_s)
     : budget_(std::max(0, budget)), noise_guard_(noise_guard), samples_(candidates), calls_(candidates, 0),
       medians_(candidates, 0.0) {
   excess_calls_ = std::isfinite(excess_calls) && excess_calls > 0 ? excess_calls : 0;
+  excess_floor_s_ = std::isfinite(excess_floor_s) && excess_floor_s > 0 ? excess_floor_s : 0;
   noise_ = noise_guard;
   // Two calls each (a warm-up and a counted one) when the budget allows at least two
   // candidates so; else one each, counted.
@@ -79,7 +80,10 @@ void Race::account(double agreed_seconds) {
 // over the calls is their total less count x fastest.
 double Race::excess() const { return agreed_sum_ - agreed_count_ * fastest_; }
 
-double Race::excess_bound() const { return excess_calls_ * serial_fastest_; }
+double Race::excess_bound() const {
+  if (!bounded() || !(serial_fastest_ > 0)) return 0;
+  return std::max(excess_calls_ * serial_fastest_, excess_floor_s_);
+}
 
 std::vector<double> Race::round_numbers() const {
   const std::size_t n = samples_.size();

@@ -40,7 +40,8 @@ class Race {
   /// 2: no race, serial). noise_guard: the smallest lead that counts (a fraction, 0.03 = 3%).
   /// excess_calls: the excess bound, in serial calls (above); <= 0 or infinite: none, and
   /// account() need not be called.
-  Race(std::size_t candidates, int budget, double noise_guard, double excess_calls = 0);
+  /// excess_floor_s: with a bound, the least it allows in seconds, however short serial's calls.
+  Race(std::size_t candidates, int budget, double noise_guard, double excess_calls = 0, double excess_floor_s = 0);
 
   /// Whether the race is over (no call left to run).
   bool settled() const { return settled_; }
@@ -57,7 +58,8 @@ class Race {
   /// settles the race.
   void account(double agreed_seconds);
   /// Seconds the calls so far took beyond the fastest agreed call seen, and the bound they are
-  /// held to (0 while serial has no agreed call, or without a bound).
+  /// held to (excess_calls of serial's fastest call, at least the floor; 0 while serial has no
+  /// agreed call, or without a bound).
   double excess() const;
   double excess_bound() const;
   /// Whether the round's calls are all done: the caller agrees round_numbers() across ranks
@@ -99,6 +101,7 @@ class Race {
   double noise_ = 0;
   int per_ = kCallsPerRound;   // calls of each candidate in round 0: 1 when the budget is short, each counted
   double excess_calls_ = 0;
+  double excess_floor_s_ = 0;
   double fastest_ = 0;         // the fastest agreed call so far (0: none yet)
   double serial_fastest_ = 0;  // serial's fastest agreed call (0: none yet)
   double agreed_sum_ = 0;      // the agreed calls' total

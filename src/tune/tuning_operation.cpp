@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -121,7 +122,7 @@ std::string ms(double seconds) { return measure::fixed(seconds * 1e3, 3) + " ms"
 
 // What rank 0 broadcasts: these fields, then four per candidate beside serial (schedule, name,
 // prediction, the model's uncorrected prediction).
-constexpr std::size_t kChoiceFields = 12;
+constexpr std::size_t kChoiceFields = 13;
 constexpr std::size_t kCandidateFields = 4;
 
 
@@ -131,7 +132,22 @@ class TuningOperation final : public detail::OperationBackend {
   TuningOperation(const OpDesc& desc, MPI_Comm user, const PlanningProfile& planning, const OperationOptions& options,
                   const std::string& tuning_db, PlannerCache* cache);
 
-  RunStats execute(const OpBuffers& buffers, const Status& caller_check) override;
+  RunStats execute(const OpBuffers& buffers, const Status& caller_check) override {
+    return run_one([&](detail::OperationBackend& op) { return op.execute(buffers, caller_check); });
+  }
+  // Every candidate's operation binds them (each agrees once), so that the winner's calls run with
+  // no agreement. The race's calls still agree (on the bound buffers): that allreduce is the ranks'
+  // common start its times are taken from (RunStats::run_s), without which a rank done early with
+  // one candidate would wait inside the next and charge it for the previous one.
+  void bind(const OpBuffers& buffers) override {
+    for (auto& op : ops_) op->bind(buffers);
+    bound_ = buffers;
+  }
+  RunStats execute_bound() override {
+    if (!report_.settled() && bound_)
+      return run_one([this](detail::OperationBackend& op) { return op.execute(*bound_, Status::Ok()); });
+    return run_one([](detail::OperationBackend& op) { return op.execute_bound(); });
+  }
   RunStats execute_compute_only(const OpBuffers& buffers) override { return ops_[current_]->execute_compute_only(buffers); }
   RunStats execute_comm_only(const OpBuffers& buffers) override { return ops_[current_]->execute_comm_only(buffers); }
   void poison_workspace() override { ops_[current_]->poison_workspace(); }
@@ -142,6 +158,10 @@ class TuningOperation final : public detail::OperationBackend {
   std::string explain() const override;
 
  private:
+  // One call of the current candidate (call: how it runs, on given or bound buffers), counted
+  // by the race while it tunes.
+  template <typename Call>
+  RunStats run_one(Call call);
   void close_round();
   void account(double seconds);
   void record(const std::vector<detail::MeasuredCandidate>& measured);
@@ -161,6 +181,7 @@ class TuningOperation final : public detail::OperationBackend {
   std::unique_ptr<detail::Race> race_;  // while tuning: which candidate each call runs
   std::vector<std::unique_ptr<detail::OperationBackend>> ops_;  // one per candidate while tuning; then the winner alone
   std::size_t current_ = 0;                                      // index into ops_ of the next call
+  std::optional<OpBuffers> bound_;                               // bind()'s buffers, for the race's calls
 };
 
 }  // namespace
@@ -191,6 +212,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   int tune_calls = 0;
   double noise_guard = 0;
   double tune_excess = 0;
+  double excess_floor_s = 0;
   Capabilities runtime;
   detail::run_collectively(comm_, [&] {
     throw_if_error(desc_.validate());
@@ -204,7 +226,12 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
     tune_calls = options.tune_calls < 0 ? config::autotune_calls().value : options.tune_calls;
     if (!std::isfinite(options.tune_excess))
       throw Error(ErrorCode::invalid_argument, what + ": tune_excess must be finite (0 = no bound)");
-    tune_excess = options.tune_excess < 0 ? config::tune_excess().value : options.tune_excess;
+    const config::Setting<double> configured = config::tune_excess();
+    tune_excess = options.tune_excess < 0 ? configured.value : options.tune_excess;
+    // The floor belongs to the default bound only: a bound someone chose is taken as given.
+    excess_floor_s = options.tune_excess < 0 && configured.source == config::Source::default_value
+                         ? config::kTuneExcessFloorS
+                         : 0;
     runtime = cpu_capabilities(desc_.dtype == DType::bf16);  // reads $COFUSE_CPU_BF16 for bf16
   }, elsewhere);
   PlannerOptions planner = options.planner;
@@ -220,13 +247,41 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   // differ would otherwise build different candidates, or settle at different calls.
   std::vector<std::string> fields;
   if (rank_ == 0) {
+    // Another shape's winner (the database's nearest M) is a candidate, not a verdict: at small M
+    // the GEMM library's own paths change between neighbouring sizes (OpenBLAS here: a 2-piece
+    // schedule won at M=8 and was 1.5x slower than serial at M=16), so it races with the rest.
+    std::optional<Schedule> neighbours;
+    if (choice.measured && choice.measured_nearby) {
+      neighbours = choice.schedule;
+      choice.measured = false;
+      choice.why += " That winner was another shape's, so it races beside the model's candidates.";
+    }
+    // A call whose collective is all latency (a decode step's row): no overlapped schedule can
+    // lead serial by the guard, so none is raced, and serial, the library's own collective, is
+    // kept at once (the model's ranking of other transports is least sure at these sizes).
+    const double headroom_s = overlap_headroom_s(choice, planning.profile);
+    const bool nothing_to_hide = !choice.measured && tune_calls > 0 && headroom_s < noise_guard * choice.serial_s;
+    if (nothing_to_hide) {
+      choice.schedule = serial_schedule();
+      choice.name = "serial";
+      choice.predicted_s = choice.serial_s;
+      choice.why += " Online tuning races no overlapped schedule: even a perfect overlap would save at most " +
+                    ms(std::max(0.0, headroom_s)) + " a call (serial's shorter part less one message latency), less "
+                    "than the " + measure::fixed(noise_guard * 100, 1) + "% lead over serial's " + ms(choice.serial_s) +
+                    " a winner needs, so serial is kept without measuring.";
+    }
     double serial_model_s = choice.serial_s;
     for (const PlanCandidate& c : choice.candidates)
       if (c.schedule == serial_schedule()) serial_model_s = c.model_s;
     fields = {std::to_string(tune_calls), exact(noise_guard), options.record ? "1" : "0",
               choice.measured ? "1" : "0", choice.schedule.to_string(), choice.name, exact(choice.predicted_s),
-              exact(choice.serial_s), choice.why, choice.warning, exact(serial_model_s), exact(tune_excess)};
-    std::vector<const PlanCandidate*> racing = to_measure(choice.candidates, options.candidates);
+              exact(choice.serial_s), choice.why, choice.warning, exact(serial_model_s), exact(tune_excess), exact(excess_floor_s)};
+    std::vector<const PlanCandidate*> racing;
+    if (!nothing_to_hide) racing = to_measure(choice.candidates, options.candidates);
+    if (neighbours && !nothing_to_hide && neighbours->overlap != Overlap::none)
+      for (const PlanCandidate& c : choice.candidates)
+        if (c.schedule == *neighbours && std::find(racing.begin(), racing.end(), &c) == racing.end())
+          racing.insert(racing.begin(), &c);
     if (const PlanCandidate* unfused = best_unfused(choice.candidates); unfused && !racing.empty())
       racing.insert(racing.begin(), unfused);
     for (const PlanCandidate* c : racing)
@@ -245,6 +300,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   choice.warning = fields[9];
   warn(choice.warning);
   report_.tune_excess = from_exact(fields[11]);
+  const double agreed_floor_s = from_exact(fields[12]);
 
   report_.tuning_off = tune_calls == 0;
   if (choice.measured || tune_calls == 0 || fields.size() == kChoiceFields) {
@@ -260,7 +316,8 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   for (std::size_t i = kChoiceFields; i + kCandidateFields <= fields.size(); i += kCandidateFields)
     candidates.push_back({*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0,
                           from_exact(fields[i + 3])});
-  race_ = std::make_unique<detail::Race>(candidates.size(), tune_calls, report_.noise_guard, report_.tune_excess);
+  race_ = std::make_unique<detail::Race>(candidates.size(), tune_calls, report_.noise_guard, report_.tune_excess,
+                                         agreed_floor_s);
   if (race_->settled()) {  // a budget too small for two candidates: the planner's choice
     candidates.clear();
     report_.stop_reason = race_->stop_reason();
@@ -274,11 +331,12 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   report_.settled_by = SettledBy::tuning;
 }
 
-RunStats TuningOperation::execute(const OpBuffers& buffers, const Status& caller_check) {
+template <typename Call>
+RunStats TuningOperation::run_one(Call call) {
   if (!report_.settled() && race_->round_over()) close_round();  // a closing that threw: again, first
   RunStats stats;
   try {
-    stats = ops_[current_]->execute(buffers, caller_check);
+    stats = call(*ops_[current_]);
   } catch (const detail::AgreedError&) {
     // Every rank threw it at this call, so all move on alike: the call counts, its candidate gets
     // no sample. A candidate that fails every call (its workspace does not fit, say) is thus

@@ -30,6 +30,9 @@ namespace cofuse {
 namespace {
 
 constexpr const char* kProfile = "this-host-shm";  // a shipped profile: no calibration in these tests
+// The contraction per rank of the ops that must race: a GEMM long enough that the collective is
+// not all latency (an op whose is races nothing: overlap_headroom_s, cofuse/model/planner.hpp).
+constexpr int64_t kRaceK = 1024;
 
 OpDesc desc_of(OpKind op, Axis axis, DType dtype, int64_t m, int64_t n, int64_t k) {
   OpDesc d;
@@ -81,14 +84,16 @@ void expect_same_on_every_rank(const std::string& mine, const std::string& what)
 
 // Runs `calls` calls of op on fresh poisoned outputs and workspace, each checked against the
 // reference: whichever candidate a call runs, its result must be right.
+// bound: the calls are execute() on buffers bound once (Operation::bind), not execute(buffers).
 void run_checked(Operation& op, measure::Inputs& in, const Reference& reference, int calls,
-                 const std::function<void(const Operation&)>& before = {}) {
+                 const std::function<void(const Operation&)>& before = {}, bool bound = false) {
   for (int i = 0; i < calls; ++i) {
     in.poison_outputs();
     op.poison_workspace();
     const std::string running = op.schedule().to_string();
     if (before) before(op);
-    op.execute(in.buffers());
+    if (bound) op.execute();
+    else op.execute(in.buffers());
     const CheckResult check = reference.check(in.c.data(), in.gathered.data(), MPI_COMM_WORLD);
     EXPECT_TRUE(check.passed()) << "call " << i << " ran " << running << ": error " << check.rel_error << " > tolerance "
                                 << check.tolerance << " (worst rank " << check.worst_rank << ")";
@@ -109,7 +114,7 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
   const test::SharedTempDir dir("cofuse-auto");
   int n = 0;
   for (const OpCase& c : cases) {
-    const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, 4 * p);
+    const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, kRaceK * p);
     const uint64_t seed = test::run_seed() + 7919 * uint64_t(++n);
     SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
     const int calls = 24;
@@ -171,11 +176,32 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
 // of those run_s (between the smallest and the largest any rank had). Charged, either fails by
 // about the sleep: a waiting rank entered that much before the late one. The ranks share one
 // clock: steady_clock is the host's CLOCK_MONOTONIC, and the mpi_np* tests run on one host.
+// An auto operation's buffers bound once: every candidate binds them, so the race's calls and the
+// winner's after it run with no agreement, each correct; every rank settles alike.
+TEST(AutoOperation, BoundBuffersServeTheWholeRaceAndTheWinner) {
+  const int p = test::world_size();
+  const test::SharedTempDir dir("cofuse-auto-bound");
+  for (const OpCase& c : {OpCase{OpKind::gemm_ar, Axis::none, DType::f32}, OpCase{OpKind::ag_gemm, Axis::m, DType::f64}}) {
+    const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, kRaceK * p);
+    SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
+    OperationOptions o = tuning(dir.path() + "/tuning.json", 16);
+    o.candidates = 3;
+    Operation op = make_auto(d, o);
+    measure::Inputs in(d, test::run_seed() + 31, test::world_rank());
+    const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+    op.bind(in.buffers());
+    run_checked(op, in, reference, 20, {}, /*bound=*/true);
+    EXPECT_TRUE(op.tuning()->settled()) << op.explain();
+    const std::vector<std::string> kept = test::allgather_strings(op.schedule().to_string());
+    for (const std::string& k : kept) EXPECT_EQ(k, kept.front());
+  }
+}
+
 TEST(AutoOperation, ALateArrivalIsNotChargedToTheCandidateAndEveryRankSettlesAlike) {
   const int p = test::world_size(), rank = test::world_rank();
   if (p < 2) GTEST_SKIP() << "needs a second rank to be later than";
   const test::SharedTempDir dir("cofuse-auto");
-  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 8 * p, 8 * p);
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 8 * p, kRaceK * p);
   const int calls = 8;
   OperationOptions o = tuning(dir.path() + "/tuning.json", calls);
   Operation op = make_auto(d, o);
@@ -313,7 +339,12 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
   // tune_calls < 0 takes $COFUSE_AUTOTUNE_CALLS (0 in this suite's environment).
   OperationOptions from_config = tuning(db, -1);
   Operation configured = make_auto(d, from_config);
-  EXPECT_EQ(configured.tuning()->settled(), config::autotune_calls().value == 0);
+  if (config::autotune_calls().value == 0)
+    EXPECT_NE(configured.explain().find("Online tuning is off"), std::string::npos) << configured.explain();
+  else  // tuning on: it races, unless this tiny op's collective is all latency
+    EXPECT_TRUE(!configured.tuning()->settled() ||
+                configured.explain().find("races no overlapped schedule") != std::string::npos)
+        << configured.explain();
 }
 
 // The excess bound (OperationOptions::tune_excess): a bound far below what any race costs
@@ -323,7 +354,7 @@ TEST(AutoOperation, TuningOffSettlesAtOnceOnThePlannersChoice) {
 TEST(AutoOperation, TheExcessBoundEndsTheRaceAtOneCallOnEveryRank) {
   const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
-  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 12 * p, 8 * p);
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 12 * p, kRaceK * p);
   OperationOptions o = tuning(dir.path() + "/tuning.json", 32);
   o.tune_excess = 1e-6;  // serial calls: any two calls that differ cross it
   Operation op = make_auto(d, o);
@@ -357,7 +388,7 @@ TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
   const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
   if (p < 2) GTEST_SKIP() << "one rank moves no data";
-  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 64, 16 * p);
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::m, DType::f32, 16 * p, 64, kRaceK * p);
   OperationOptions o = tuning(dir.path() + "/tuning.json", 8);
   o.candidates = 3;
   const Operation op = make_auto(d, o);
@@ -403,7 +434,7 @@ TEST(AutoOperation, MeasuresTheModelsBestOfEachWayOfMovingDataFirst) {
 TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
   const test::SharedTempDir dir("cofuse-auto");
   const int p = test::world_size();
-  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, 4 * p);
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, kRaceK * p);
   const std::string db = dir.path() + "/cache/tuning.json";  // a directory that does not exist yet
   measure::Inputs in(d, test::run_seed() + 59, test::world_rank());
   const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
@@ -441,6 +472,23 @@ TEST(AutoOperation, AWinnerRecordedByOneStartsTheNextSettledFromTheDatabase) {
   EXPECT_EQ(next.tuning()->calls, 0);
   EXPECT_NE(next.tuning()->model_choice.why.find("online tuning in test"), std::string::npos) << next.tuning()->model_choice.why;
   run_checked(next, in, reference, 1);
+
+  // The nearest M's winner is a candidate, not a verdict: twice the rows (the next bucket) is not
+  // settled by the database; it races, with that winner among its candidates when it overlaps.
+  OpDesc twice = d;
+  twice.m = 2 * d.m;
+  ASSERT_TRUE(TuningDb::load(db).lookup(twice, kProfile).has_value()) << "the nearest M's entry answers";
+  Operation near = make_auto(twice, o);
+  EXPECT_NE(near.tuning()->settled_by, SettledBy::database) << near.explain();
+  EXPECT_NE(near.tuning()->model_choice.why.find("another shape's"), std::string::npos) << near.tuning()->model_choice.why;
+  if (!near.tuning()->settled() && first.schedule().overlap != Overlap::none) {
+    bool raced = false;
+    for (const TunedCandidate& c : near.tuning()->candidates) raced = raced || c.schedule == first.schedule();
+    EXPECT_TRUE(raced) << near.explain();
+  }
+  measure::Inputs in_twice(twice, test::run_seed() + 61, test::world_rank());
+  const Reference reference_twice(twice, in_twice.a.data(), in_twice.b.data(), MPI_COMM_WORLD);
+  run_checked(near, in_twice, reference_twice, 4);
 }
 
 // One machine, one winner: with no database named, online tuning writes the one default
@@ -455,7 +503,7 @@ TEST(AutoOperation, TheLibraryPlannerSeesTheWinnerOnlineTuningRecorded) {
   setenv("COFUSE_CACHE_DIR", dir.path().c_str(), 1);
   unsetenv("COFUSE_TUNING_DB");
   const int p = test::world_size();
-  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, 4 * p);
+  const OpDesc d = desc_of(OpKind::gemm_rs, Axis::n, DType::f32, 8 * p, 8 * p, kRaceK * p);
   measure::Inputs in(d, test::run_seed() + 61, test::world_rank());
   const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
   Operation op = make_auto(d, tuning("", 4));

@@ -221,6 +221,43 @@ TEST(Buffers, WrongBuffersOnOneRankFailEveryRankOfAnOperation) {
     }
 }
 
+// Binding agrees once: wrong buffers on one rank fail bind() on every rank, as they fail
+// execute(buffers), and leave nothing bound, so execute() then refuses on every rank alike (no
+// rank is left inside a collective); check_finite, which checks every call's data, cannot be
+// bound; a good bind then runs correctly.
+TEST(Buffers, BindingWrongBuffersOnOneRankFailsEveryRankAndBindsNothing) {
+  const int p = test::world_size(), rank = test::world_rank(), culprit = p - 1;
+  const OpDesc d = base_desc();
+  const LocalShapes s = d.local_shapes();
+  std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements());
+  fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 3 * rank + 1);
+  fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 3 * rank + 2);
+  const OpBuffers good{a.data(), b.data(), c.data(), nullptr};
+  const OpBuffers wrong{a.data(), b.data(), nullptr, nullptr};
+  for (const char* schedule : {"serial", "overlap=chunk,chunks=2"}) {
+    SCOPED_TRACE(schedule);
+    Operation operation(d, MPI_COMM_WORLD, *Schedule::parse(schedule));
+    const std::string message =
+        error_of([&] { operation.bind(rank == culprit ? wrong : good); }, ErrorCode::invalid_argument);
+    EXPECT_NE(message.find("buffer c is null"), std::string::npos) << message;
+    if (rank != culprit) {
+      EXPECT_NE(message.find("rank " + std::to_string(culprit) + " passed unusable buffers: "), std::string::npos)
+          << message;
+    }
+    const std::string unbound = error_of([&] { operation.execute(); }, ErrorCode::invalid_argument);
+    EXPECT_NE(unbound.find("needs bind(buffers) first"), std::string::npos) << unbound;
+    operation.bind(good);
+    fill_nan(d.dtype, c.data(), int64_t(c.size()));
+    operation.execute();
+    EXPECT_TRUE(check_against_reference(d, good, MPI_COMM_WORLD).passed());
+  }
+  ExecSettings checking;
+  checking.check_finite = true;
+  Operation checked(d, MPI_COMM_WORLD, serial_schedule(), checking);
+  const std::string refused = error_of([&] { checked.bind(good); }, ErrorCode::invalid_argument);
+  EXPECT_NE(refused.find("check_finite"), std::string::npos) << refused;
+}
+
 TEST(Buffers, GatheredOnlyForAgGemm) {
   const OpDesc d = base_desc();
   const LocalShapes s = d.local_shapes();

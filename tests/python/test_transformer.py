@@ -86,14 +86,19 @@ def test_forward_and_gradients_match_plain_pytorch(comm, sp, norm, dtype):
 
 @pytest.mark.parametrize("sp", [False, True], ids=["no_sp", "sp"])
 def test_adam_steps_follow_plain_pytorch(comm, sp):
-    """Three AdamW steps, each on its own batch: cofuse's parameters stay the reference's."""
+    """Three AdamW steps, each on its own batch: cofuse's parameters stay the reference's.
+    eps=1e-3, not the default 1e-8: with a tiny eps Adam's update g/sqrt(v) is ~sign(g) where a
+    gradient is near zero, so two correct fp32 summation orders (TP's and plain torch's) can move
+    such an element by a whole step apart, and the parameters' error is no longer proportional to
+    the gradients' (seed 11 at 4 ranks: 11x plain's). With eps above the rounding the update stays
+    proportional to g there, and the bound on the gradients (the test above) carries over."""
     seed = SEED % 100000 + 7
     config, exact, plain = models("rms", torch.float32, seed)
     tp = TensorParallelGPT(config, comm, sequence_parallel=sp, seed=seed)
     tp.load_whole(exact)
-    ours = torch.optim.AdamW(tp.parameters(), lr=1e-2)
-    theirs = torch.optim.AdamW(exact.parameters(), lr=1e-2)
-    reached = torch.optim.AdamW(plain.parameters(), lr=1e-2)
+    ours = torch.optim.AdamW(tp.parameters(), lr=1e-2, eps=1e-3)
+    theirs = torch.optim.AdamW(exact.parameters(), lr=1e-2, eps=1e-3)
+    reached = torch.optim.AdamW(plain.parameters(), lr=1e-2, eps=1e-3)
     for step in range(3):
         tokens, targets = batch(seed + step, config)
         for opt in (ours, theirs, reached):

@@ -3,6 +3,7 @@
 // explains itself, and answers a repeated question from the cache its caller owns.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -47,6 +48,33 @@ TEST(Planner, ChoosesTheFastestPredictionWhenOverlapPays) {
     EXPECT_LE(c.candidates[i - 1].predicted_s, c.candidates[i].predicted_s * (1 + 1e-3));
   EXPECT_NE(c.why.find("so it is chosen"), std::string::npos) << c.why;
   EXPECT_NE(c.why.find("not validated"), std::string::npos) << c.why;
+}
+
+// overlap_headroom_s: the shorter of serial's GEMM and collective less one message latency. A
+// layer has plenty; a decode step (one token's row) over a link of 50 us latency has none; the
+// latency is the slowest link's (between hosts when the profile has two levels).
+TEST(Planner, OverlapHeadroomIsSerialsShorterPartLessOneLatency) {
+  MachineProfile p = profile(1.0, 1.0);
+  p.network.alpha_s = 50e-6;
+  const PlanChoice big = choose_schedule(layer(), p);
+  const PlanCandidate* serial = nullptr;
+  for (const PlanCandidate& c : big.candidates)
+    if (c.schedule == serial_schedule()) serial = &c;
+  ASSERT_NE(serial, nullptr);
+  EXPECT_DOUBLE_EQ(overlap_headroom_s(big, p),
+                   std::min(serial->losses.gemm_alone_s, serial->losses.comm_alone_s) - 50e-6);
+  EXPECT_GT(overlap_headroom_s(big, p), 0.03 * big.serial_s);
+
+  OpDesc decode = layer();
+  decode.op = OpKind::gemm_ar;
+  decode.axis = Axis::none;
+  decode.m = 1;
+  const PlanChoice step = choose_schedule(decode, p);
+  EXPECT_LT(overlap_headroom_s(step, p), 0.03 * step.serial_s);
+
+  MachineProfile hosts = p;
+  hosts.network.inter_alpha_s = 80e-6;  // the slower level decides
+  EXPECT_DOUBLE_EQ(overlap_headroom_s(big, hosts), overlap_headroom_s(big, p) - 30e-6);
 }
 
 TEST(Planner, FallsBackToSerialUnlessOverlapWinsByTheMargin) {

@@ -196,6 +196,26 @@ TEST(Race, ExcessBoundEndsAnExpensiveRace) {
   EXPECT_EQ(free_race.excess(), 0.0);
 }
 
+// The floor (the default bound's least, in seconds): the same expensive race in calls of 0.1 ms,
+// where 10.5 serial calls are 1 ms, runs on to the floor instead, further than it would without
+// it and no further than the floor plus one call.
+TEST(Race, ExcessFloorLetsARaceOfShortCallsMeasure) {
+  const std::vector<double> t = {1e-4, 1.9e-4, 0.5e-4, 1.95e-4, 1.8e-4, 1.9e-4, 1.85e-4, 1.9e-4};
+  Race plain(t.size(), 64, 0.03, 10.5);
+  run_accounted(plain, [&](std::size_t c, std::size_t) { return t[c]; });
+  EXPECT_STREQ(plain.stop_reason(), "the excess bound is spent");
+  Race floored(t.size(), 64, 0.03, 10.5, 2e-3);
+  run_accounted(floored, [&](std::size_t c, std::size_t) { return t[c]; });
+  EXPECT_DOUBLE_EQ(floored.excess_bound(), 2e-3);
+  EXPECT_GT(floored.calls_used(), plain.calls_used());
+  EXPECT_LE(floored.excess(), 2e-3 + 1.95e-4 + 1e-12);
+  EXPECT_EQ(winner_of(floored, 0.03), 2u);
+  // A floor below the bound in calls changes nothing.
+  Race low(t.size(), 64, 0.03, 10.5, 1e-6);
+  run_accounted(low, [&](std::size_t c, std::size_t) { return t[c]; });
+  EXPECT_EQ(low.calls_used(), plain.calls_used());
+}
+
 // Candidates close to one another cost little beyond the best: the bound does not cut the race
 // (it ends as the unbounded one does), and the first call's start-up is not counted against it.
 TEST(Race, ExcessBoundLeavesACheapRaceAlone) {

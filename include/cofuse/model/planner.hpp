@@ -88,9 +88,20 @@ struct PlanChoice {
   Backend backend = Backend::cpu_mpi;      // what it planned for (planning_backend)
   std::string why;                         // one paragraph in plain words
   bool measured = false;                   // the choice came from the tuning database
+  bool measured_nearby = false;            // ... from its entry for the nearest M, not this shape's
   std::string warning;                     // e.g. why a tuning database was ignored
   bool from_cache = false;                 // answered from the cache: no simulation ran for this call
 };
+
+/// The most any overlapped schedule can save over serial on this choice's op, by the model: the
+/// shorter of serial's GEMM and its collective (what perfect overlap hides), less one message
+/// latency of the profile's slowest link (overlap sends the data in two pieces at least, and each
+/// pays it). <= 0 when the collective is all latency: nothing overlapped can win, which is how a
+/// decode-sized call looks (a token's row, all-reduced). Online tuning races no overlapped
+/// schedule when this is below its noise guard's share of serial (tune/tuning_operation.cpp).
+/// choice: an answer of choose_schedule (its candidates hold serial's losses); profile: the one it
+/// planned on.
+double overlap_headroom_s(const PlanChoice& choice, const MachineProfile& profile);
 
 class PlannerCache;
 

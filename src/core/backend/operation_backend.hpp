@@ -23,6 +23,11 @@ class OperationBackend {
   /// Collective: one call on this rank's buffers with the caller's verdict on them
   /// (Operation::execute).
   virtual RunStats execute(const OpBuffers& buffers, const Status& caller_check) = 0;
+  /// Collective: agrees once that every rank's `buffers` are usable and keeps them
+  /// (Operation::bind).
+  virtual void bind(const OpBuffers& buffers) = 0;
+  /// Collective: one call on the bound buffers with no agreement (Operation::execute()).
+  virtual RunStats execute_bound() = 0;
   /// Not collective: this rank's compute tasks alone (Operation::execute_compute_only).
   virtual RunStats execute_compute_only(const OpBuffers& buffers) = 0;
   /// Collective: the communication alone (Operation::execute_comm_only).

@@ -100,6 +100,8 @@ class CpuOperation final : public OperationBackend {
   RunStats execute(const OpBuffers& buffers, const Status& caller_check) override {
     return execute_with(buffers, false, caller_check);
   }
+  void bind(const OpBuffers& buffers) override;
+  RunStats execute_bound() override;
   RunStats execute_compute_only(const OpBuffers& buffers) override;
   RunStats execute_comm_only(const OpBuffers& buffers) override { return execute_with(buffers, true, Status::Ok()); }
   void poison_workspace() override;
@@ -112,10 +114,17 @@ class CpuOperation final : public OperationBackend {
 
  private:
   RunStats execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check);
+  // Collective: every rank learns whether any cannot go on (one small allreduce); returns this
+  // rank's workspace for the call.
+  void* agree_to_run(const OpBuffers& buffers, const Status& caller_check);
+  RunStats timed_run(const OpBuffers& buffers, void* work, bool comm_only,
+                     std::chrono::steady_clock::time_point start);
 
   OpDesc desc_;
   CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
   std::unique_ptr<CpuExecutor> executor_;
+  std::string call_what_;  // the call as a deadline report names it, made once
+  std::optional<OpBuffers> bound_;  // bind()'s buffers, agreed usable on every rank
 };
 
 CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
@@ -136,31 +145,37 @@ CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& sc
   throw_if_error(can_run(Backend::cpu_mpi, desc, planned, cpu_capabilities(desc.dtype == DType::bf16)));
   state_ = &state;
   executor_ = std::make_unique<CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
+  call_what_ = desc_.to_string() + " schedule " + executor_->plan().schedule.to_string();
 }
 
 RunStats CpuOperation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
   const auto start = std::chrono::steady_clock::now();
   // Armed before the first collective: a dead peer can hang the buffer check too.
-  const CallDeadline deadline(*state_, executor_->settings().deadline_s,
-                                      desc_.to_string() + " schedule " + executor_->plan().schedule.to_string(),
-                                      [this] { return executor_->waiting_for(); });
+  const CallDeadline deadline(*state_, executor_->settings().deadline_s, call_what_,
+                              [this] { return executor_->waiting_for(); });
+  void* work = agree_to_run(buffers, caller_check);
+  return timed_run(buffers, work, comm_only, start);
+}
+
+void* CpuOperation::agree_to_run(const OpBuffers& buffers, const Status& caller_check) {
   // A rank with bad buffers, or without workspace, must not leave its peers waiting inside a
   // collective, so the ranks learn together whether anyone cannot go on (one small allreduce).
   std::optional<Error> failure;
-  const std::string op = std::string(to_string(desc_.op)) + ": ";
-  const std::string on_rank = " on rank " + std::to_string(state_->rank);
   // What is wrong here, without the op's name and rank ("" when nothing).
   std::string reason = caller_check.ok() ? buffer_problem(desc_, {&buffers, 1}, executor_->settings().check_finite)
                                          : caller_check.message();
+  auto named = [this](const std::string& why) {
+    return std::string(to_string(desc_.op)) + ": " + why + " on rank " + std::to_string(state_->rank);
+  };
   if (!caller_check.ok() || !reason.empty())
-    failure = Error(caller_check.ok() ? ErrorCode::invalid_argument : caller_check.code(), op + reason + on_rank);
+    failure = Error(caller_check.ok() ? ErrorCode::invalid_argument : caller_check.code(), named(reason));
   void* work = nullptr;
   if (!failure) {
     try {
       work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
     } catch (const Error& e) {
       reason = e.what();
-      failure = Error(e.code(), op + reason + on_rank, e.where());
+      failure = Error(e.code(), named(reason), e.where());
     }
   }
   // Every rank learns whether anyone cannot go on; when someone cannot, the (highest) failing
@@ -169,14 +184,47 @@ RunStats CpuOperation::execute_with(const OpBuffers& buffers, bool comm_only, co
   if (const auto worst = failed_rank(state_->comm, failure ? std::optional(failure->code()) : std::nullopt)) {
     const std::string why = broadcast_text(state_->comm, reason, worst->rank);
     if (failure) throw AgreedError(*failure);
-    throw AgreedError(worst->code, op + "rank " + std::to_string(worst->rank) + " passed unusable buffers: " + why);
+    throw AgreedError(worst->code, std::string(to_string(desc_.op)) + ": rank " + std::to_string(worst->rank) +
+                                       " passed unusable buffers: " + why);
   }
+  return work;
+}
+
+RunStats CpuOperation::timed_run(const OpBuffers& buffers, void* work, bool comm_only,
+                                 std::chrono::steady_clock::time_point start) {
   const auto agreed = std::chrono::steady_clock::now();
   RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
   const auto end = std::chrono::steady_clock::now();
   stats.total_s = std::chrono::duration<double>(end - start).count();
   stats.run_s = std::chrono::duration<double>(end - agreed).count();
   return stats;
+}
+
+void CpuOperation::bind(const OpBuffers& buffers) {
+  const CallDeadline deadline(*state_, executor_->settings().deadline_s, call_what_ + ", binding its buffers",
+                              [] { return std::string("waiting in the buffer agreement (one allreduce)"); });
+  // check_finite looks at the data of every call, which an agreement made once cannot.
+  const Status verdict = executor_->settings().check_finite
+                             ? Status(ErrorCode::invalid_argument,
+                                      "check_finite checks every call's data, so its buffers cannot be bound once: "
+                                      "call execute(buffers)")
+                             : Status::Ok();
+  bound_.reset();  // a failed bind leaves nothing bound
+  agree_to_run(buffers, verdict);
+  bound_ = buffers;
+}
+
+RunStats CpuOperation::execute_bound() {
+  const auto start = std::chrono::steady_clock::now();
+  if (!bound_)
+    throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) +
+                                                 ": execute() without buffers needs bind(buffers) first");
+  const CallDeadline deadline(*state_, executor_->settings().deadline_s, call_what_,
+                              [this] { return executor_->waiting_for(); });
+  // bind() reserved it, and a workspace only grows, so this allocates nothing and cannot fail.
+  void* work =
+      state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(bound_->gathered != nullptr)));
+  return timed_run(*bound_, work, false, start);
 }
 
 RunStats CpuOperation::execute_compute_only(const OpBuffers& buffers) {
@@ -223,6 +271,8 @@ const TuningReport* Operation::tuning() const { return backend_->tuning(); }
 std::string Operation::explain() const { return backend_->explain(); }
 
 RunStats Operation::execute(const OpBuffers& buffers) { return backend_->execute(buffers, Status::Ok()); }
+void Operation::bind(const OpBuffers& buffers) { backend_->bind(buffers); }
+RunStats Operation::execute() { return backend_->execute_bound(); }
 RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check) {
   return backend_->execute(buffers, caller_check);
 }

@@ -139,6 +139,15 @@ std::vector<Schedule> candidate_schedules(const OpDesc& desc, Backend backend, c
   return out;
 }
 
+double overlap_headroom_s(const PlanChoice& choice, const MachineProfile& profile) {
+  for (const PlanCandidate& c : choice.candidates)
+    if (c.schedule == serial_schedule()) {
+      const double latency = std::max(profile.network.alpha_s, profile.network.inter_alpha_s);
+      return std::min(c.losses.gemm_alone_s, c.losses.comm_alone_s) - latency;
+    }
+  return 0;  // no serial among them: nothing to overlap against
+}
+
 PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, const PlannerOptions& options,
                            PlannerCache* cache) {
   throw_if_error(desc.validate());
@@ -217,6 +226,7 @@ PlanChoice choose_schedule(const OpDesc& desc, const MachineProfile& profile, co
       c.name = name_of(entry->schedule);
       c.predicted_s = predicted;
       c.measured = true;
+      c.measured_nearby = !(entry->m == desc.m && entry->n == desc.n && entry->k == desc.k);
       std::ostringstream why;
       why << "Measured on this machine: " << entry->measured_by << " (" << entry->measured_at << ", cofuse " << entry->revision << ") ran "
           << entry->op << " " << entry->m << "x" << entry->n << "x" << entry->k
