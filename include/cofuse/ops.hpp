@@ -88,10 +88,15 @@ class Operation {
   /// the per-call agreement is a message round trip the op's own collective does not need (over
   /// TCP it costs as much as the op's own all-reduce of a token's row). A later bind() replaces
   /// the set; execute(buffers) calls do not touch it. buffers: as for execute(); they must stay
-  /// valid and keep their shapes while bound (cofuse cannot see if they are freed).
+  /// valid and keep their shapes while bound (cofuse cannot see if they are freed). A bind that
+  /// fails leaves nothing bound, not even an earlier set. An `auto` operation binds every
+  /// candidate, all or nothing: one whose workspace cannot be had fails the bind on every rank
+  /// (execute(buffers) would instead drop that candidate from its race).
   void bind(const OpBuffers& buffers);
   /// Collective: runs the op on the buffers bind() agreed on, with no agreement: the op's own
-  /// communication is the only message. Every rank must call it where the others do (as for any
+  /// communication is the only message (an `auto` operation's race calls still agree on the
+  /// bound buffers, the common start its times are taken from; once settled, they do not).
+  /// Every rank must call it where the others do (as for any
   /// collective; a rank that never bound throws invalid_argument on its own, and its peers wait
   /// until the deadline ends the call). Throws as execute() does, bar the buffer checks.
   RunStats execute();

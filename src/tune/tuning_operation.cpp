@@ -139,9 +139,21 @@ class TuningOperation final : public detail::OperationBackend {
   // no agreement. The race's calls still agree (on the bound buffers): that allreduce is the ranks'
   // common start its times are taken from (RunStats::run_s), without which a rank done early with
   // one candidate would wait inside the next and charge it for the previous one.
+  // All or nothing: a candidate that cannot bind them (its workspace, say) fails the bind on
+  // every rank alike, and then no candidate keeps any binding, old or new.
   void bind(const OpBuffers& buffers) override {
-    for (auto& op : ops_) op->bind(buffers);
+    bound_.reset();
+    try {
+      for (auto& op : ops_) op->bind(buffers);
+    } catch (...) {
+      for (auto& op : ops_) op->unbind();
+      throw;
+    }
     bound_ = buffers;
+  }
+  void unbind() override {
+    bound_.reset();
+    for (auto& op : ops_) op->unbind();
   }
   RunStats execute_bound() override {
     if (!report_.settled() && bound_)
@@ -470,7 +482,8 @@ std::string TuningOperation::explain() const {
       o << ". ";
       if (report_.excess_bound_s > 0)
         o << "The race cost " << ms(report_.excess_s) << " beyond its fastest call (bound " << ms(report_.excess_bound_s)
-          << ": " << measure::fixed(report_.tune_excess, 1) << " of serial's calls). ";
+          << ": " << measure::fixed(report_.tune_excess, 1) << " of serial's calls, or the default's floor of "
+          << ms(config::kTuneExcessFloorS) << " where that is more). ";
       std::size_t fastest = 0;
       for (std::size_t i = 1; i < candidates.size(); ++i)
         if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;

@@ -176,8 +176,10 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
 // of those run_s (between the smallest and the largest any rank had). Charged, either fails by
 // about the sleep: a waiting rank entered that much before the late one. The ranks share one
 // clock: steady_clock is the host's CLOCK_MONOTONIC, and the mpi_np* tests run on one host.
-// An auto operation's buffers bound once: every candidate binds them, so the race's calls and the
-// winner's after it run with no agreement, each correct; every rank settles alike.
+// An auto operation's buffers bound once: every candidate binds them; the race's calls (which
+// still agree, for their common start) and the winner's after it (which do not) are each
+// correct, and every rank settles alike. A later bind that fails on one rank leaves nothing bound
+// on any: execute() then refuses on every rank alike instead of running on the old buffers.
 TEST(AutoOperation, BoundBuffersServeTheWholeRaceAndTheWinner) {
   const int p = test::world_size();
   const test::SharedTempDir dir("cofuse-auto-bound");
@@ -190,10 +192,21 @@ TEST(AutoOperation, BoundBuffersServeTheWholeRaceAndTheWinner) {
     measure::Inputs in(d, test::run_seed() + 31, test::world_rank());
     const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
     op.bind(in.buffers());
+    if (p > 1) EXPECT_FALSE(op.tuning()->settled()) << "a race to bind through: " << op.explain();
     run_checked(op, in, reference, 20, {}, /*bound=*/true);
     EXPECT_TRUE(op.tuning()->settled()) << op.explain();
     const std::vector<std::string> kept = test::allgather_strings(op.schedule().to_string());
     for (const std::string& k : kept) EXPECT_EQ(k, kept.front());
+
+    OpBuffers wrong = in.buffers();
+    if (test::world_rank() == p - 1) wrong.c = nullptr;
+    EXPECT_THROW(op.bind(wrong), Error);
+    try {
+      op.execute();
+      ADD_FAILURE() << "execute() ran after a failed bind";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    }
   }
 }
 

@@ -250,6 +250,9 @@ TEST(Buffers, BindingWrongBuffersOnOneRankFailsEveryRankAndBindsNothing) {
     fill_nan(d.dtype, c.data(), int64_t(c.size()));
     operation.execute();
     EXPECT_TRUE(check_against_reference(d, good, MPI_COMM_WORLD).passed());
+    // A failed rebind forgets the good set too: no call runs on buffers the caller meant to leave.
+    error_of([&] { operation.bind(rank == culprit ? wrong : good); }, ErrorCode::invalid_argument);
+    error_of([&] { operation.execute(); }, ErrorCode::invalid_argument);
   }
   ExecSettings checking;
   checking.check_finite = true;

@@ -26,6 +26,8 @@ class OperationBackend {
   /// Collective: agrees once that every rank's `buffers` are usable and keeps them
   /// (Operation::bind).
   virtual void bind(const OpBuffers& buffers) = 0;
+  /// Not collective: forgets bind()'s buffers (after a bind that failed on a later candidate).
+  virtual void unbind() = 0;
   /// Collective: one call on the bound buffers with no agreement (Operation::execute()).
   virtual RunStats execute_bound() = 0;
   /// Not collective: this rank's compute tasks alone (Operation::execute_compute_only).

@@ -101,6 +101,7 @@ class CpuOperation final : public OperationBackend {
     return execute_with(buffers, false, caller_check);
   }
   void bind(const OpBuffers& buffers) override;
+  void unbind() override { bound_.reset(); }
   RunStats execute_bound() override;
   RunStats execute_compute_only(const OpBuffers& buffers) override;
   RunStats execute_comm_only(const OpBuffers& buffers) override { return execute_with(buffers, true, Status::Ok()); }
