@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iomanip>
 #include <optional>
 #include <set>
@@ -194,6 +193,7 @@ class TuningOperation final : public detail::OperationBackend {
   std::vector<std::unique_ptr<detail::OperationBackend>> ops_;  // one per candidate while tuning; then the winner alone
   std::size_t current_ = 0;                                      // index into ops_ of the next call
   std::optional<OpBuffers> bound_;                               // bind()'s buffers, for the race's calls
+  double excess_floor_s_ = 0;  // the excess bound's floor in effect (rank 0's; 0: none)
 };
 
 }  // namespace
@@ -312,7 +312,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   choice.warning = fields[9];
   warn(choice.warning);
   report_.tune_excess = from_exact(fields[11]);
-  const double agreed_floor_s = from_exact(fields[12]);
+  excess_floor_s_ = from_exact(fields[12]);
 
   report_.tuning_off = tune_calls == 0;
   if (choice.measured || tune_calls == 0 || fields.size() == kChoiceFields) {
@@ -329,7 +329,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
     candidates.push_back({*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0,
                           from_exact(fields[i + 3])});
   race_ = std::make_unique<detail::Race>(candidates.size(), tune_calls, report_.noise_guard, report_.tune_excess,
-                                         agreed_floor_s);
+                                         excess_floor_s_);
   if (race_->settled()) {  // a budget too small for two candidates: the planner's choice
     candidates.clear();
     report_.stop_reason = race_->stop_reason();
@@ -434,8 +434,6 @@ void TuningOperation::record(const std::vector<detail::MeasuredCandidate>& measu
     TuningDb db = TuningDb::load(path, &ignored);
     db.put(detail::winner_entry(desc_, report_.profile, measured, report_.winner, "online tuning in " + who_));
     detail::add_evidence(db, desc_, report_, "online tuning in " + who_);
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent);
     db.save(path);
     if (!ignored.empty()) warn(ignored + " (replaced by a new one)");
   } catch (const std::exception& e) {
@@ -482,8 +480,8 @@ std::string TuningOperation::explain() const {
       o << ". ";
       if (report_.excess_bound_s > 0)
         o << "The race cost " << ms(report_.excess_s) << " beyond its fastest call (bound " << ms(report_.excess_bound_s)
-          << ": " << measure::fixed(report_.tune_excess, 1) << " of serial's calls, or the default's floor of "
-          << ms(config::kTuneExcessFloorS) << " where that is more). ";
+          << ": " << measure::fixed(report_.tune_excess, 1) << " of serial's calls"
+          << (excess_floor_s_ > 0 ? ", at least " + ms(excess_floor_s_) : std::string()) << "). ";
       std::size_t fastest = 0;
       for (std::size_t i = 1; i < candidates.size(); ++i)
         if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;

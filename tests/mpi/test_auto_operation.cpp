@@ -192,7 +192,9 @@ TEST(AutoOperation, BoundBuffersServeTheWholeRaceAndTheWinner) {
     measure::Inputs in(d, test::run_seed() + 31, test::world_rank());
     const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
     op.bind(in.buffers());
-    if (p > 1) EXPECT_FALSE(op.tuning()->settled()) << "a race to bind through: " << op.explain();
+    if (p > 1) {
+      EXPECT_FALSE(op.tuning()->settled()) << "a race to bind through: " << op.explain();
+    }
     run_checked(op, in, reference, 20, {}, /*bound=*/true);
     EXPECT_TRUE(op.tuning()->settled()) << op.explain();
     const std::vector<std::string> kept = test::allgather_strings(op.schedule().to_string());

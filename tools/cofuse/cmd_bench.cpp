@@ -210,8 +210,6 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
     // A failed write is a warning: the measurements are in the records either way.
     const std::string path = tuning_db_path();
     try {
-      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-      if (!parent.empty()) std::filesystem::create_directories(parent);
       if (evidence > 0) evidence_db.save(path);
       std::cerr << "cofuse bench: " << evidence << " measured schedules added as evidence of the model ("
                 << planning->profile.name << ") to " << path << "\n";

@@ -102,7 +102,8 @@ class TuningDb {
   /// of its key), writes a temporary file and renames it over `path`, so a reader never sees
   /// half a file. Entries this database only loaded are not written back: a copy read long ago
   /// must not undo a newer verdict another process saved since. Of two saves of one key, the
-  /// later wins. path: the database file (its directory must exist). Throws Error(io).
+  /// later wins. path: the database file (its directory is made when missing, as every writer
+  /// needs: online tuning, cofuse tune, cofuse bench --evidence). Throws Error(io).
   void save(const std::string& path) const;
 
   const std::vector<TuningEntry>& entries() const { return entries_; }

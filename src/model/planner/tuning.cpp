@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -308,6 +309,11 @@ void TuningDb::put(const TuningEntry& entry) {
 }
 
 void TuningDb::save(const std::string& path) const {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code made;
+  if (!parent.empty()) std::filesystem::create_directories(parent, made);
+  if (made)
+    throw Error(ErrorCode::io, "cannot make the directory " + parent.string() + " of " + path + ": " + made.message());
   // Read, merge and replace the file under one lock: without it, two processes that read the
   // file before either renamed its new one over it would each drop the other's entry.
   const FileLock lock(path + ".lock");
