@@ -46,6 +46,18 @@ def _matmul(a, b):
     return torch.from_numpy(np.matmul(a.detach().numpy(), b.detach().numpy()))
 
 
+def _linear(x, weight):
+    """F.linear (with autograd) for a model's own GEMMs beside the fused ones (a replicated head,
+    say), with _matmul's contract where torch's oneDNN has no bf16 matmul for this CPU (AVX2
+    only, or ONEDNN_MAX_CPU_ISA=AVX2): bf16 values multiplied in float32 and rounded once."""
+    if x.dtype is not torch.bfloat16:
+        return F.linear(x, weight)
+    try:
+        return F.linear(x, weight)
+    except RuntimeError:
+        return F.linear(x.float(), weight.float()).to(torch.bfloat16)
+
+
 def _contiguous(t):
     return t if t.is_contiguous() else t.contiguous()
 

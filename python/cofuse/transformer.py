@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 import cofuse as _cofuse
 from cofuse.plain_gpt import PlainGPT, causal_attention, make_norm, rms_norm
-from cofuse.torch import ColumnParallelLinear, RowParallelLinear, TensorParallelMLP
+from cofuse.torch import ColumnParallelLinear, RowParallelLinear, TensorParallelMLP, _linear
 
 
 class _SumGradOverRanks(torch.autograd.Function):
@@ -218,7 +218,7 @@ class TensorParallelGPT(nn.Module):
                 F.embedding(positions, self._replicated(self.position_embedding.weight, sp)))
 
     def _logits(self, x, sp):
-        return F.linear(_normalise(self.norm, x, self.comm, sp), self._replicated(self.head.weight, sp))
+        return _linear(_normalise(self.norm, x, self.comm, sp), self._replicated(self.head.weight, sp))
 
     def forward(self, tokens, cache=None, sequence_parallel=None):
         """tokens [B, S] int64, the same on every rank. Returns logits [B·S/P, vocab] for this

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cofuse/cofuse.hpp"
+#include "cofuse/model/calibrate.hpp"
 #include "cofuse/tools/reference.hpp"
 #include "measure/op_data.hpp"
 #include "mpi_test_util.hpp"
@@ -191,25 +192,56 @@ TEST(AutoOperation, BoundBuffersServeTheWholeRaceAndTheWinner) {
     Operation op = make_auto(d, o);
     measure::Inputs in(d, test::run_seed() + 31, test::world_rank());
     const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+    OpBuffers wrong = in.buffers();
+    if (test::world_rank() == p - 1) wrong.c = nullptr;
+    // A failed bind (on the first candidate: the buffers are wrong for all) leaves no candidate
+    // with the old set: the next call refuses on every rank instead of running on it.
+    auto refused_after_a_failed_bind = [&](const char* when) {
+      EXPECT_THROW(op.bind(wrong), Error) << when;
+      try {
+        op.execute();
+        ADD_FAILURE() << "execute() ran after a failed bind, " << when;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("needs bind(buffers) first"), std::string::npos) << e.what();
+      }
+    };
     op.bind(in.buffers());
     if (p > 1) {
       EXPECT_FALSE(op.tuning()->settled()) << "a race to bind through: " << op.explain();
     }
+    run_checked(op, in, reference, 1, {}, /*bound=*/true);  // the race's next call is another candidate's
+    refused_after_a_failed_bind("while racing");
+    op.bind(in.buffers());
     run_checked(op, in, reference, 20, {}, /*bound=*/true);
     EXPECT_TRUE(op.tuning()->settled()) << op.explain();
     const std::vector<std::string> kept = test::allgather_strings(op.schedule().to_string());
     for (const std::string& k : kept) EXPECT_EQ(k, kept.front());
-
-    OpBuffers wrong = in.buffers();
-    if (test::world_rank() == p - 1) wrong.c = nullptr;
-    EXPECT_THROW(op.bind(wrong), Error);
-    try {
-      op.execute();
-      ADD_FAILURE() << "execute() ran after a failed bind";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
-    }
+    refused_after_a_failed_bind("once settled");
   }
+}
+
+// A decode-sized call (one token's row, a tiny GEMM): its collective is all latency, so no
+// overlapped schedule can lead serial by the guard (overlap_headroom_s), and auto keeps serial at
+// once, without a race, saying why; its calls are correct.
+TEST(AutoOperation, ACallWithNothingToHideKeepsSerialWithoutARace) {
+  const int p = test::world_size();
+  const test::SharedTempDir dir("cofuse-auto-decode");
+  const OpDesc d = desc_of(OpKind::gemm_ar, Axis::none, DType::f32, 1, 8 * p, 8 * p);
+  Operation op = make_auto(d, tuning(dir.path() + "/tuning.json", 16));
+  const PlanningProfile planning = planning_profile_offline(p, kProfile);
+  ASSERT_LT(overlap_headroom_s(op.tuning()->model_choice, planning.profile),
+            op.tuning()->noise_guard * op.tuning()->model_choice.serial_s);
+  EXPECT_TRUE(op.tuning()->settled());
+  EXPECT_EQ(op.tuning()->settled_by, SettledBy::model);
+  EXPECT_TRUE(op.tuning()->candidates.empty());
+  EXPECT_EQ(op.schedule(), serial_schedule());
+  EXPECT_NE(op.tuning()->model_choice.why.find("races no overlapped schedule"), std::string::npos)
+      << op.tuning()->model_choice.why;
+  measure::Inputs in(d, test::run_seed() + 67, test::world_rank());
+  const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+  run_checked(op, in, reference, 2);
+  EXPECT_EQ(op.tuning()->calls, 2);
 }
 
 TEST(AutoOperation, ALateArrivalIsNotChargedToTheCandidateAndEveryRankSettlesAlike) {

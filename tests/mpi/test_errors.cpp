@@ -251,8 +251,9 @@ TEST(Buffers, BindingWrongBuffersOnOneRankFailsEveryRankAndBindsNothing) {
     operation.execute();
     EXPECT_TRUE(check_against_reference(d, good, MPI_COMM_WORLD).passed());
     // A failed rebind forgets the good set too: no call runs on buffers the caller meant to leave.
-    error_of([&] { operation.bind(rank == culprit ? wrong : good); }, ErrorCode::invalid_argument);
-    error_of([&] { operation.execute(); }, ErrorCode::invalid_argument);
+    EXPECT_NE(error_of([&] { operation.bind(rank == culprit ? wrong : good); }, ErrorCode::invalid_argument), "");
+    const std::string forgotten = error_of([&] { operation.execute(); }, ErrorCode::invalid_argument);
+    EXPECT_NE(forgotten.find("needs bind(buffers) first"), std::string::npos) << "ran on the old set: " << forgotten;
   }
   ExecSettings checking;
   checking.check_finite = true;

@@ -60,16 +60,26 @@ def bound(plain_error, dtype):
 def test_forward_and_gradients_match_plain_pytorch(comm, sp, norm, dtype):
     seed = SEED % 100000
     config, exact, plain = models(norm, dtype, seed)
+    tokens, targets = batch(seed, config)
+    # Plain PyTorch in this dtype first (no collective in it): its error is the bound's measure,
+    # and where torch's oneDNN has no bf16 GEMM for this CPU (AVX2 only, ONEDNN_MAX_CPU_ISA=AVX2)
+    # it cannot run, so the case is skipped, on every rank alike. (cofuse's own bf16 there is
+    # tested against float32 in test_layers.py.)
+    try:
+        plain_l, plain_logits = plain_loss(plain, tokens, targets)
+        plain_l.backward()
+        why = ""
+    except RuntimeError as e:
+        why = str(e)
+    if any(comm.allgather(bool(why))):
+        pytest.skip(f"plain PyTorch has no {dtype} GEMM on this CPU ({why or 'on another rank'})")
     tp = TensorParallelGPT(config, comm, sequence_parallel=sp, dtype=dtype, seed=seed + 1)
     tp.load_whole(exact)
-    tokens, targets = batch(seed, config)
 
     share = tp.loss(tokens, targets)
     share.backward()
     want_loss, want_logits = plain_loss(exact, tokens, targets)
     want_loss.backward()
-    plain_l, plain_logits = plain_loss(plain, tokens, targets)
-    plain_l.backward()
 
     logits = tp(tokens).detach()
     want_block = tp.token_block(want_logits.detach())
