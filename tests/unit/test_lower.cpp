@@ -104,12 +104,13 @@ TEST(Lower, EveryPlanIsSound) {
             // the unpack that rounds a finished f32 sum (no addition lands in C, no GEMM writes it).
             const bool wide = s.wire == Wire::f32;
             EXPECT_EQ(plan.wide_elements > 0, wide) << "a wide workspace exactly where wire=f32";
-            if (wide && (t.kind == TaskKind::reduce || t.kind == TaskKind::gemm)) EXPECT_NE(t.z.buf, Buf::c) << t.label;
-            if (wide && t.kind == TaskKind::reduce) EXPECT_EQ(t.x.buf, Buf::wide) << t.label;
-            if (wide && t.kind == TaskKind::gemm) EXPECT_EQ(t.z.buf, Buf::wide) << t.label;
-            if (t.kind == TaskKind::send && t.x.buf == Buf::wide) EXPECT_EQ(t.bytes, t.x.elements() * 4) << t.label;
-            if (t.kind == TaskKind::send && t.x.buf != Buf::wide)
+            if (wide && (t.kind == TaskKind::reduce || t.kind == TaskKind::gemm)) { EXPECT_NE(t.z.buf, Buf::c) << t.label; }
+            if (wide && t.kind == TaskKind::reduce) { EXPECT_EQ(t.x.buf, Buf::wide) << t.label; }
+            if (wide && t.kind == TaskKind::gemm) { EXPECT_EQ(t.z.buf, Buf::wide) << t.label; }
+            if (t.kind == TaskKind::send && t.x.buf == Buf::wide) { EXPECT_EQ(t.bytes, t.x.elements() * 4) << t.label; }
+            if (t.kind == TaskKind::send && t.x.buf != Buf::wide) {
               EXPECT_EQ(t.bytes, t.x.elements() * int64_t(dtype_size(d.dtype))) << t.label;
+            }
           }
           // Each rank does its share of the layer's multiply-adds (that the right ones, each
           // once, reach the right element is Lower.EveryOutputElementGetsEveryProductOnce).
@@ -119,21 +120,25 @@ TEST(Lower, EveryPlanIsSound) {
           }
           if (s.overlap == Overlap::none && s.algo != Algo::coll) {
             // The unfused baselines by messages: no collective, and the GEMMs never interleave
-            // with communication (gather: every message before the one GEMM; reduce: every GEMM
-            // before any message).
+            // with communication (gather: every message before the GEMMs, and every GEMM waits
+            // for all of G; reduce: every GEMM before any message).
             EXPECT_TRUE(collectives[r].empty());
-            bool seen_gemm = false, seen_message = false;
+            bool seen_gemm = false, message_after_gemm = false;
             for (const Task& t : plan.tasks) {
               if (t.kind == TaskKind::gemm) {
-                EXPECT_FALSE(seen_gemm && seen_message) << t.label << ": a GEMM after a message after a GEMM";
+                EXPECT_FALSE(message_after_gemm) << t.label << ": a GEMM after a message after a GEMM";
                 seen_gemm = true;
               }
               if (t.kind == TaskKind::send || t.kind == TaskKind::recv) {
-                EXPECT_FALSE(d.op == OpKind::ag_gemm && seen_gemm) << t.label << ": a message after the GEMM";
-                seen_message = true;
+                EXPECT_FALSE(d.op == OpKind::ag_gemm && seen_gemm) << t.label << ": a message after a GEMM";
+                message_after_gemm = seen_gemm;
               }
             }
-            if (d.op == OpKind::ag_gemm) EXPECT_EQ(std::count_if(plan.tasks.begin(), plan.tasks.end(), [](const Task& t) { return t.kind == TaskKind::gemm; }), 1);
+            // ag_gemm: one GEMM over G along m, one per shard along k (the hand-written split).
+            if (d.op == OpKind::ag_gemm) {
+              EXPECT_EQ(std::count_if(plan.tasks.begin(), plan.tasks.end(), [](const Task& t) { return t.kind == TaskKind::gemm; }),
+                        d.axis == Axis::k ? p : 1);
+            }
           }
         }
         EXPECT_EQ(sends, recvs) << "every send needs one receive of the same size";

@@ -267,8 +267,10 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
 }
 
 // This rank's times of the call, by the one time arithmetic (core/exec_model/times.hpp).
-RunStats CpuExecutor::phase_times(double start) const {
-  return run_stats(breakdown(plan_, times_, now() - start, time_scratch_));
+RunStats CpuExecutor::phase_times(double start) {
+  last_start_ = start;
+  last_end_ = now();
+  return run_stats(breakdown(plan_, times_, last_end_ - start, time_scratch_));
 }
 
 std::string CpuExecutor::waiting_for() const {

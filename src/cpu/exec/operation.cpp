@@ -1,7 +1,6 @@
 // Operation: agree across ranks, validate, check buffers, then hand the call to an executor
 // (CpuOperation, the backend of a given schedule; an `auto` one is made by the tuning library).
 #include <bit>
-#include <chrono>
 #include <iomanip>
 #include <optional>
 #include <sstream>
@@ -118,21 +117,22 @@ class CpuOperation final : public OperationBackend {
   // Collective: every rank learns whether any cannot go on (one small allreduce); returns this
   // rank's workspace for the call.
   void* agree_to_run(const OpBuffers& buffers, const Status& caller_check);
-  RunStats timed_run(const OpBuffers& buffers, void* work, bool comm_only,
-                     std::chrono::steady_clock::time_point start);
+  // start: when the call began, on CpuExecutor::now()'s clock.
+  RunStats timed_run(const OpBuffers& buffers, void* work, bool comm_only, double start);
 
   OpDesc desc_;
   CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
+  double deadline_s_ = 0;       // settings.deadline_s with the environment read once, at construction
   std::unique_ptr<CpuExecutor> executor_;
   std::string call_what_;  // the call as a deadline report names it, made once
   std::optional<OpBuffers> bound_;  // bind()'s buffers, agreed usable on every rank
 };
 
 CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
-    : desc_(desc) {
+    : desc_(desc), deadline_s_(effective_deadline(settings.deadline_s)) {
   CommState& state = comm_state(comm);
   {
-    const CallDeadline deadline(state, settings.deadline_s, desc.to_string() + ", agreeing on the operation",
+    const CallDeadline deadline(state, deadline_s_, desc.to_string() + ", agreeing on the operation",
                                 [] { return std::string("waiting in the agreement (one allreduce)"); });
     agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
   }
@@ -150,10 +150,9 @@ CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& sc
 }
 
 RunStats CpuOperation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
-  const auto start = std::chrono::steady_clock::now();
+  const double start = CpuExecutor::now();
   // Armed before the first collective: a dead peer can hang the buffer check too.
-  const CallDeadline deadline(*state_, executor_->settings().deadline_s, call_what_,
-                              [this] { return executor_->waiting_for(); });
+  const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); });
   void* work = agree_to_run(buffers, caller_check);
   return timed_run(buffers, work, comm_only, start);
 }
@@ -191,18 +190,17 @@ void* CpuOperation::agree_to_run(const OpBuffers& buffers, const Status& caller_
   return work;
 }
 
-RunStats CpuOperation::timed_run(const OpBuffers& buffers, void* work, bool comm_only,
-                                 std::chrono::steady_clock::time_point start) {
-  const auto agreed = std::chrono::steady_clock::now();
+RunStats CpuOperation::timed_run(const OpBuffers& buffers, void* work, bool comm_only, double start) {
   RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
-  const auto end = std::chrono::steady_clock::now();
-  stats.total_s = std::chrono::duration<double>(end - start).count();
-  stats.run_s = std::chrono::duration<double>(end - agreed).count();
+  // The executor's run begins once every rank has agreed (or at once, bound): its own start and
+  // end are the call's, without two more clock reads.
+  stats.run_s = executor_->last_end() - executor_->last_start();
+  stats.total_s = executor_->last_end() - start;
   return stats;
 }
 
 void CpuOperation::bind(const OpBuffers& buffers) {
-  const CallDeadline deadline(*state_, executor_->settings().deadline_s, call_what_ + ", binding its buffers",
+  const CallDeadline deadline(*state_, deadline_s_, call_what_ + ", binding its buffers",
                               [] { return std::string("waiting in the buffer agreement (one allreduce)"); });
   // check_finite looks at the data of every call, which an agreement made once cannot.
   const Status verdict = executor_->settings().check_finite
@@ -216,12 +214,11 @@ void CpuOperation::bind(const OpBuffers& buffers) {
 }
 
 RunStats CpuOperation::execute_bound() {
-  const auto start = std::chrono::steady_clock::now();
+  const double start = CpuExecutor::now();
   if (!bound_)
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) +
                                                  ": execute() without buffers needs bind(buffers) first");
-  const CallDeadline deadline(*state_, executor_->settings().deadline_s, call_what_,
-                              [this] { return executor_->waiting_for(); });
+  const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); });
   // bind() reserved it, and a workspace only grows, so this allocates nothing and cannot fail.
   void* work =
       state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(bound_->gathered != nullptr)));

@@ -17,7 +17,7 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::arm(double seconds, MPI_Comm comm, int rank, std::string what, std::function<std::string()> describe) {
+void Watchdog::arm(double seconds, MPI_Comm comm, int rank, const std::string& what, std::function<std::string()> describe) {
   if (seconds <= 0) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -29,7 +29,7 @@ void Watchdog::arm(double seconds, MPI_Comm comm, int rank, std::string what, st
                                                         std::chrono::duration<double>(seconds));
     comm_ = comm;
     rank_ = rank;
-    what_ = std::move(what);
+    what_ = what;  // into the capacity of the last call's text: no allocation per call
     describe_ = std::move(describe);
     // Every call arms a deadline: waking the thread each time would cost a context switch per
     // call. It needs waking only when it must fire earlier than it will wake anyway; waking
@@ -47,14 +47,13 @@ void Watchdog::disarm() {
   current_describe_ = nullptr;
 }
 
-bool Watchdog::armed() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return armed_;
-}
+// Only the thread that arms and disarms asks (a communicator's calls come from one thread), so
+// no lock is needed to see its own writes.
+bool Watchdog::armed() { return armed_.load(std::memory_order_relaxed); }
 
-void Watchdog::set_current(std::string what, std::function<std::string()> describe) {
+void Watchdog::set_current(const std::string& what, std::function<std::string()> describe) {
   std::lock_guard<std::mutex> lock(mutex_);
-  current_what_ = std::move(what);
+  current_what_ = what;
   current_describe_ = std::move(describe);
 }
 

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,14 +27,15 @@ class Watchdog {
 
   /// Until disarm(): when `seconds` (> 0) pass, writes "cofuse: rank R: deadline of S s passed
   /// in WHAT; " + describe() to stderr and calls MPI_Abort(comm, 124). describe runs on the
-  /// watchdog's thread and must be safe to call while the op runs.
-  void arm(double seconds, MPI_Comm comm, int rank, std::string what, std::function<std::string()> describe);
+  /// watchdog's thread and must be safe to call while the op runs. `what` is copied into storage
+  /// kept between calls, so arming a call allocates nothing once the text has fitted.
+  void arm(double seconds, MPI_Comm comm, int rank, const std::string& what, std::function<std::string()> describe);
   void disarm();
   /// Whether a deadline is armed (an outer guard's, say: then calls inside it only describe).
   bool armed();
   /// While armed by an outer guard: what the call running now is and how to describe its wait
   /// (replaces the guard's description until clear_current()).
-  void set_current(std::string what, std::function<std::string()> describe);
+  void set_current(const std::string& what, std::function<std::string()> describe);
   void clear_current();
   /// A communicator of the same ranks used only when the deadline passes: every rank that
   /// fires sends a heartbeat to every other, and a peer silent for the grace second is named as
@@ -47,7 +49,8 @@ class Watchdog {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::thread thread_;
-  bool stop_ = false, armed_ = false;
+  bool stop_ = false;
+  std::atomic<bool> armed_{false};  // written under mutex_; read without it by armed()
   uint64_t generation_ = 0;
   std::chrono::steady_clock::time_point deadline_;
   // When the thread wakes next by itself (max: not until notified); arm() notifies only earlier.
