@@ -101,6 +101,31 @@ class Operation {
   /// until the deadline ends the call). Throws as execute() does, bar the buffer checks.
   RunStats execute();
 
+  /// Collective: the first half of execute(buffers) (or, without buffers, of execute() on the
+  /// bound ones), for a caller with work of its own to hide the communication behind, as
+  /// Megatron-style layers hide the input gradient's all-reduce behind the weight gradient:
+  ///   op.start(buffers);  /* the caller's own computation */  RunStats s = op.finish();
+  /// start() makes the same agreement (or none, bound) and checks as execute(), runs this rank's
+  /// GEMMs on the calling thread and returns once they are done, with the rest of the
+  /// communication in flight on the operation's progress thread: every schedule runs so when
+  /// started (non-blocking collectives, polled every ExecSettings::poll_us; a schedule without a
+  /// progress thread gets one at its first start()), which needs MPI_THREAD_SERIALIZED or more
+  /// (invalid_argument otherwise), and MPI_THREAD_MULTIPLE if the caller itself calls MPI before
+  /// finish(). finish() waits for the communication; its RunStats time the call from start() to
+  /// the end of the communication. Until finish() returns: the outputs (C, and a gathered
+  /// buffer) are not yet written, the inputs must not change, and no other cofuse call may run
+  /// on this communicator (its collectives would interleave with this call's; every one throws
+  /// invalid_argument naming the started call, and a second start() too). An `auto` operation
+  /// still tuning runs the whole call in start() (its race times whole calls) and finish()
+  /// returns at once. The deadline (ExecSettings::deadline_s) runs from start() to finish().
+  /// Throws as execute() does: a failure of this rank's GEMMs from start(), a failure of the
+  /// communication from finish(); finish() without a started call throws invalid_argument.
+  void start(const OpBuffers& buffers);
+  /// start(buffers) with the caller's own verdict on its buffers, as execute(buffers, caller_check).
+  void start(const OpBuffers& buffers, const Status& caller_check);
+  void start();
+  RunStats finish();
+
   /// Measurement aid (NOT collective, no communication at all): runs only this rank's
   /// compute-engine tasks, in plan order and with the same GEMM pieces and tiles as execute(),
   /// leaving the outputs meaningless. Its gemm_s is the GEMM time of the schedule's pieces with

@@ -23,7 +23,7 @@ from ._arrays import wrap as _wrap
 from ._cofuse import CofuseWarning, Error
 
 __version__ = _cofuse.__version__
-__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Operation", "plan", "simulate", "deadline", "operations", "Error", "CofuseWarning"]
+__all__ = ["ag_gemm", "gemm_rs", "gemm_ar", "Work", "Operation", "plan", "simulate", "deadline", "operations", "Error", "CofuseWarning"]
 
 # Operations still alive when the interpreter exits are destroyed while MPI can still free what
 # they hold: this hook runs before mpi4py finalises MPI.
@@ -34,17 +34,42 @@ def _gathered_arg(gathered):
     return gathered if gathered is None or isinstance(gathered, bool) else _to_buffer(gathered, "gathered")
 
 
-def _call(op, a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered):
-    result = _cofuse.call(op, _to_buffer(a, "a"), _to_buffer(b, "b"), comm, axis, trans_a, trans_b, schedule, profile,
-                          None if out is None else _to_buffer(out, "out"), _gathered_arg(gathered))
-    torch_like = _is_tensor(a)
+def _results(result, torch_like, out, gathered):
     if gathered is True:
         return _wrap(result[0], torch_like, out), _wrap(result[1], torch_like, None)
     return _wrap(result, torch_like, out)
 
 
+class Work:
+    """A started op (async_op=True): its GEMMs are done, its communication is in flight on its
+    progress thread. wait() (collective, as the call is) waits for it and returns what the call
+    would have returned; later wait()s return the same. Until wait() returns, the results are
+    not written, the operands must not change, and no other cofuse call may run on the
+    communicator (each raises cofuse.Error naming the started call). A Work dropped unwaited
+    waits then."""
+
+    def __init__(self, work, torch_like, out, gathered):
+        self._work, self._torch_like, self._out, self._gathered = work, torch_like, out, gathered
+        self._result = None
+
+    def wait(self):
+        if self._result is None:
+            self._result = _results(self._work.wait(), self._torch_like, self._out, self._gathered)
+        return self._result
+
+    waited = property(lambda self: self._work.waited, doc="Whether wait() has returned.")
+
+
+def _call(op, a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered, async_op=False):
+    args = (op, _to_buffer(a, "a"), _to_buffer(b, "b"), comm, axis, trans_a, trans_b, schedule, profile,
+            None if out is None else _to_buffer(out, "out"), _gathered_arg(gathered))
+    if async_op:
+        return Work(_cofuse.start(*args), _is_tensor(a), out, gathered)
+    return _results(_cofuse.call(*args), _is_tensor(a), out, gathered)
+
+
 def ag_gemm(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="auto", out=None, gathered=None,
-            profile=None):
+            profile=None, async_op=False):
     """C_r = AllGather(op(A)) · op(B_r), fused. Collective over comm.
 
     a, b: this rank's A_r and B_r (numpy arrays or torch CPU tensors, float32, float64 or
@@ -61,26 +86,31 @@ def ag_gemm(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="aut
       to write it into.
     profile: the machine profile "auto" plans on (a shipped name or a file); None = the rule
       ($COFUSE_PROFILE, else a calibration of comm, measured once and cached).
-    Returns C_r, or (C_r, gathered) when gathered is True.
+    async_op: True = return a cofuse.Work as soon as this rank's GEMMs are done, with the
+      communication still moving on the op's progress thread, so that the caller can compute
+      meanwhile (a weight gradient while the input gradient is reduced); work.wait() returns
+      the result. While it moves, no other cofuse call may run on comm (docs/python.md).
+    Returns C_r, or (C_r, gathered) when gathered is True (or a Work that returns them).
     """
-    return _call("ag_gemm", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered)
+    return _call("ag_gemm", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered, async_op)
 
 
-def gemm_rs(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="auto", out=None, profile=None):
+def gemm_rs(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="auto", out=None, profile=None,
+            async_op=False):
     """C_r = block r of Σ_j op(A_j)·op(B_j), fused. Collective over comm.
 
     a, b: op(a) [M, K/P], op(b) [K/P, N]. axis "m": C_r is rows block r [M/P, N]; axis "n":
     columns block r [M, N/P]. Other arguments as ag_gemm.
     """
-    return _call("gemm_rs", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, None)
+    return _call("gemm_rs", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, None, async_op)
 
 
-def gemm_ar(a, b, comm, *, trans_a=False, trans_b=False, schedule="auto", out=None, profile=None):
+def gemm_ar(a, b, comm, *, trans_a=False, trans_b=False, schedule="auto", out=None, profile=None, async_op=False):
     """C = Σ_j op(A_j)·op(B_j) on every rank, fused. Collective over comm.
 
     a, b: op(a) [M, K/P], op(b) [K/P, N]; C [M, N]. Other arguments as ag_gemm.
     """
-    return _call("gemm_ar", a, b, comm, "", trans_a, trans_b, schedule, profile, out, None)
+    return _call("gemm_ar", a, b, comm, "", trans_a, trans_b, schedule, profile, out, None, async_op)
 
 
 class Operation:

@@ -89,14 +89,14 @@ class _ColumnParallel(torch.autograd.Function):
         layer = ctx.layer
         x_full, weight = ctx.saved_tensors
         dy = _contiguous(dy)
-        # dx = Σ_r dy_r·W_r: all-reduced (no SP), or scattered along tokens (SP)
-        if ctx.sp:
-            dx = _cofuse.gemm_rs(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
-        else:
-            dx = _cofuse.gemm_ar(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile)
+        # dx = Σ_r dy_r·W_r: all-reduced (no SP), or scattered along tokens (SP). Started, not
+        # called: its communication moves while this rank computes the weight gradient, which
+        # does not need it (Megatron's overlap of the input gradient's reduction with wgrad).
+        op = _cofuse.gemm_rs if ctx.sp else _cofuse.gemm_ar
+        work = op(dy, weight, layer.comm, schedule=layer.schedule, profile=layer.profile, async_op=True)
         dw = _matmul(dy.t(), x_full)
         db = dy.sum(0) if ctx.has_bias else None
-        return dx, dw, db, None, None
+        return work.wait(), dw, db, None, None
 
 
 class _RowParallel(torch.autograd.Function):

@@ -77,6 +77,21 @@ PYBIND11_MODULE(_cofuse, m) {
     return result;
   });
 
+  m.def("start", [](const std::string& op, pyb::handle a, pyb::handle b, pyb::handle comm, const std::string& axis,
+                    bool trans_a, bool trans_b, const std::string& schedule, const std::optional<std::string>& profile,
+                    pyb::handle out, pyb::handle gathered) {
+    std::shared_ptr<Work> work = start_op(request(op, axis, trans_a, trans_b, schedule, profile), a, b, comm, out, gathered);
+    deliver_log();
+    return work;
+  });
+  pyb::class_<Work, std::shared_ptr<Work>>(m, "Work")
+      .def("wait", [](Work& w) {
+        pyb::object result = w.wait();
+        deliver_log();
+        return result;
+      })
+      .def_property_readonly("waited", &Work::waited);
+
   pyb::class_<OpHandle, std::shared_ptr<OpHandle>>(m, "Operation")
       .def(pyb::init([](const std::string& op, int64_t m_, int64_t n, int64_t k, pyb::handle comm_object,
                         const std::string& dtype, const std::string& axis, bool trans_a, bool trans_b,

@@ -150,6 +150,14 @@ std::unique_lock<std::mutex> OpHandle::lock_running() const {
 // the GIL released; close() with it held.
 void OpHandle::release(const std::string& why) {
   const std::unique_lock<std::mutex> lock = lock_running();
+  if (started_ && op_) {  // its communication must end before the operation (and its buffers) go
+    started_ = false;
+    try {
+      op_->finish();
+    } catch (const std::exception&) {
+      // Released anyway: the call's error has nobody left to go to.
+    }
+  }
   drop_operations();
   released_why_ = why;
 }
@@ -191,6 +199,24 @@ RunStats OpHandle::last_stats() const {
 }
 
 void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
+  call(a, b, out, gathered, problem, false);
+}
+
+void OpHandle::start(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
+  call(a, b, out, gathered, problem, true);
+}
+
+void OpHandle::finish() {
+  pyb::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> lock(running_);
+  check_usable();
+  if (!started_) throw Error(ErrorCode::invalid_argument, "cofuse: wait() on a call that was not started, or already waited for");
+  started_ = false;
+  last_ = op_->finish();
+}
+
+void OpHandle::call(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem,
+                    bool start) {
   check_usable();
   const LocalShapes shapes = desc_.local_shapes();
   auto expect = [&](const Matrix& m, const MatrixShape& want, const char* name) {
@@ -216,7 +242,12 @@ void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Ma
   pyb::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> lock(running_);
   check_usable();  // released while this thread waited for the lock
-  last_ = op_->execute(buffers, problem);
+  if (!start) {
+    last_ = op_->execute(buffers, problem);
+    return;
+  }
+  op_->start(buffers, problem);
+  started_ = true;
 }
 
 double OpHandle::cxx_seconds_per_call(const Matrix& a, const Matrix& b, const Matrix& out, int calls) {
@@ -286,17 +317,29 @@ pyb::object result(const Outputs& o, bool return_gathered) {
 
 }  // namespace
 
-pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle b_object, pyb::handle comm_object,
-                    pyb::handle out_object, pyb::handle gathered_object) {
+namespace {
+
+// What a functional call runs: the operation kept for it (built at its first call) and its
+// operands, read and agreed on.
+struct PreparedCall {
+  std::shared_ptr<OpHandle> handle;
+  Matrix a, b;
+  Outputs outputs;
+};
+
+PreparedCall prepare_call(const OpRequest& request, pyb::handle a_object, pyb::handle b_object, pyb::handle comm_object,
+                          pyb::handle out_object, pyb::handle gathered_object) {
   const MPI_Comm comm = comm_or_throw(comm_object);
   int ranks = 1;
   MPI_Comm_size(comm, &ranks);
-  Matrix a, b;
+  PreparedCall call;
+  Matrix& a = call.a;
+  Matrix& b = call.b;
   OpDesc desc;
   Status st = read_matrix(a_object, "a", false, a);
   if (st.ok()) st = read_matrix(b_object, "b", false, b);
   if (st.ok()) st = describe_from(request, a, b, ranks, desc);
-  Outputs outputs;
+  Outputs& outputs = call.outputs;
   if (st.ok()) st = read_outputs(&desc, out_object, gathered_object, outputs);
   // One allreduce: every rank asks for the same call (a rank that failed sends zeros) and none
   // failed; then every rank's cache holds the same keys, so all build, or all reuse, alike.
@@ -319,8 +362,45 @@ pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle 
       cache.remember(handle);
     }
   }
-  handle->run(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, Status::Ok());
-  return result(outputs, outputs.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));
+  call.handle = handle;
+  return call;
+}
+
+}  // namespace
+
+pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle b_object, pyb::handle comm_object,
+                    pyb::handle out_object, pyb::handle gathered_object) {
+  PreparedCall call = prepare_call(request, a_object, b_object, comm_object, out_object, gathered_object);
+  const Outputs& o = call.outputs;
+  call.handle->run(call.a, call.b, o.out, o.has_gathered ? &o.gathered : nullptr, Status::Ok());
+  return result(o, o.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));
+}
+
+std::shared_ptr<Work> start_op(const OpRequest& request, pyb::handle a_object, pyb::handle b_object,
+                               pyb::handle comm_object, pyb::handle out_object, pyb::handle gathered_object) {
+  PreparedCall call = prepare_call(request, a_object, b_object, comm_object, out_object, gathered_object);
+  const Outputs& o = call.outputs;
+  call.handle->start(call.a, call.b, o.out, o.has_gathered ? &o.gathered : nullptr, Status::Ok());
+  return std::make_shared<Work>(call.handle, pyb::reinterpret_borrow<pyb::object>(a_object),
+                                pyb::reinterpret_borrow<pyb::object>(b_object),
+                                result(o, o.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object)));
+}
+
+pyb::object Work::wait() {
+  if (handle_) {
+    const std::shared_ptr<OpHandle> handle = std::move(handle_);
+    handle->finish();
+  }
+  return result_;
+}
+
+Work::~Work() {
+  if (!handle_ || handle_->released()) return;
+  try {
+    handle_->finish();  // releases the GIL while it waits
+  } catch (const std::exception&) {
+    // A destructor cannot raise: the call's error has nobody to go to.
+  }
 }
 
 pyb::object call_handle(OpHandle& handle, pyb::handle a_object, pyb::handle b_object, pyb::handle out_object,

@@ -54,6 +54,13 @@ class OpHandle {
   /// its arguments before (joined to the buffer check every call makes: no extra message).
   /// Releases the GIL while it runs. Throws cofuse::Error.
   void run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
+  /// COLLECTIVE: the first half of run() (Operation::start): returns once this rank's GEMMs are
+  /// done, the communication in flight. finish() (collective) waits for it. Until then the
+  /// operands must stay alive and unchanged (a Work holds them) and no other cofuse call may run
+  /// on the communicator.
+  void start(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
+  void finish();
+  bool started() const { return started_; }
 
   /// For bench/python_overhead.py: `calls` runs of the C++ execute() on these buffers in a C++
   /// loop, with none of the binding's work; returns seconds per call. COLLECTIVE. The buffers
@@ -77,6 +84,8 @@ class OpHandle {
 
  private:
   void check_usable() const;
+  // run() or start(): the checks every call makes, then execute() or start().
+  void call(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem, bool start);
   /// Destroys the Operations; once MPI is finalised, leaves them to the process's end instead.
   void drop_operations();
   /// running_, waited for with the GIL released when this thread holds it (a call running on
@@ -89,6 +98,7 @@ class OpHandle {
   std::string given_explanation_;  // a given schedule's explain(), with its prediction
   std::string released_why_;
   RunStats last_;
+  bool started_ = false;  // between start() and finish()
   // run(), release() and the accessors never overlap: a call settling its schedule replaces the
   // Operations an accessor would read. Never waited for with the GIL held.
   mutable std::mutex running_;
@@ -100,6 +110,27 @@ class OpHandle {
 /// `out` when None and runs. Returns out, or (out, gathered) when gathered is True.
 pybind11::object call_op(const OpRequest& request, pybind11::handle a, pybind11::handle b, pybind11::handle comm,
                          pybind11::handle out, pybind11::handle gathered);
+
+/// A started call (async_op=True): keeps the operation, the operands and the results alive
+/// until wait(), which finishes the call and returns what the call would have. Dropped without
+/// wait(), it finishes the call then (the communication must end before its memory goes).
+class Work {
+ public:
+  Work(std::shared_ptr<OpHandle> handle, pybind11::object keep_a, pybind11::object keep_b, pybind11::object result)
+      : handle_(std::move(handle)), keep_a_(std::move(keep_a)), keep_b_(std::move(keep_b)), result_(std::move(result)) {}
+  ~Work();
+  /// COLLECTIVE: waits for the call's communication; returns the result (again on later calls).
+  pybind11::object wait();
+  bool waited() const { return !handle_; }
+
+ private:
+  std::shared_ptr<OpHandle> handle_;  // null once waited
+  pybind11::object keep_a_, keep_b_, result_;
+};
+
+/// cofuse.ag_gemm/gemm_rs/gemm_ar with async_op=True: call_op, started instead of run.
+std::shared_ptr<Work> start_op(const OpRequest& request, pybind11::handle a, pybind11::handle b, pybind11::handle comm,
+                               pybind11::handle out, pybind11::handle gathered);
 
 /// cofuse.Operation.__call__: the same checks, no agreement beyond the call's own.
 pybind11::object call_handle(OpHandle& handle, pybind11::handle a, pybind11::handle b, pybind11::handle out,

@@ -159,6 +159,32 @@ class TuningOperation final : public detail::OperationBackend {
       return run_one([this](detail::OperationBackend& op) { return op.execute(*bound_, Status::Ok()); });
     return run_one([](detail::OperationBackend& op) { return op.execute_bound(); });
   }
+  // While it tunes, a started call is a whole call (the race times whole calls, from the ranks'
+  // common start) and finish() hands its stats back; once settled, the kept schedule's own halves.
+  void start(const OpBuffers& buffers, const Status& caller_check) override {
+    if (!report_.settled()) {
+      whole_call_ = execute(buffers, caller_check);
+      return;
+    }
+    ops_[current_]->start(buffers, caller_check);
+  }
+  void start_bound() override {
+    if (!report_.settled()) {
+      whole_call_ = execute_bound();
+      return;
+    }
+    ops_[current_]->start_bound();
+  }
+  RunStats finish() override {
+    if (whole_call_) {
+      const RunStats stats = *whole_call_;
+      whole_call_.reset();
+      return stats;
+    }
+    const RunStats stats = ops_[current_]->finish();
+    ++report_.calls;
+    return stats;
+  }
   RunStats execute_compute_only(const OpBuffers& buffers) override { return ops_[current_]->execute_compute_only(buffers); }
   RunStats execute_comm_only(const OpBuffers& buffers) override { return ops_[current_]->execute_comm_only(buffers); }
   void poison_workspace() override { ops_[current_]->poison_workspace(); }
@@ -193,6 +219,7 @@ class TuningOperation final : public detail::OperationBackend {
   std::vector<std::unique_ptr<detail::OperationBackend>> ops_;  // one per candidate while tuning; then the winner alone
   std::size_t current_ = 0;                                      // index into ops_ of the next call
   std::optional<OpBuffers> bound_;                               // bind()'s buffers, for the race's calls
+  std::optional<RunStats> whole_call_;  // a call start() ran whole while tuning, for finish()
   double excess_floor_s_ = 0;  // the excess bound's floor in effect (rank 0's; 0: none)
 };
 

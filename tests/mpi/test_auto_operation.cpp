@@ -86,15 +86,22 @@ void expect_same_on_every_rank(const std::string& mine, const std::string& what)
 // Runs `calls` calls of op on fresh poisoned outputs and workspace, each checked against the
 // reference: whichever candidate a call runs, its result must be right.
 // bound: the calls are execute() on buffers bound once (Operation::bind), not execute(buffers).
+// started: each call is start() ... finish() instead of execute().
 void run_checked(Operation& op, measure::Inputs& in, const Reference& reference, int calls,
-                 const std::function<void(const Operation&)>& before = {}, bool bound = false) {
+                 const std::function<void(const Operation&)>& before = {}, bool bound = false, bool started = false) {
   for (int i = 0; i < calls; ++i) {
     in.poison_outputs();
     op.poison_workspace();
     const std::string running = op.schedule().to_string();
     if (before) before(op);
-    if (bound) op.execute();
-    else op.execute(in.buffers());
+    if (started) {
+      bound ? op.start() : op.start(in.buffers());
+      op.finish();
+    } else if (bound) {
+      op.execute();
+    } else {
+      op.execute(in.buffers());
+    }
     const CheckResult check = reference.check(in.c.data(), in.gathered.data(), MPI_COMM_WORLD);
     EXPECT_TRUE(check.passed()) << "call " << i << " ran " << running << ": error " << check.rel_error << " > tolerance "
                                 << check.tolerance << " (worst rank " << check.worst_rank << ")";
@@ -218,6 +225,31 @@ TEST(AutoOperation, BoundBuffersServeTheWholeRaceAndTheWinner) {
     const std::vector<std::string> kept = test::allgather_strings(op.schedule().to_string());
     for (const std::string& k : kept) EXPECT_EQ(k, kept.front());
     refused_after_a_failed_bind("once settled");
+  }
+}
+
+// Started calls of an auto operation: while it tunes each start() runs a whole call (the race
+// times whole calls), after it the kept schedule's halves; every call is correct, each counts
+// once, and every rank settles alike.
+TEST(AutoOperation, StartedCallsServeTheRaceAndTheWinner) {
+  const int p = test::world_size();
+  const test::SharedTempDir dir("cofuse-auto-started");
+  for (const OpCase& c : {OpCase{OpKind::gemm_ar, Axis::none, DType::f32}, OpCase{OpKind::gemm_rs, Axis::m, DType::f64}}) {
+    const OpDesc d = desc_of(c.op, c.axis, c.dtype, 8 * p, 6 * p, kRaceK * p);
+    SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
+    OperationOptions o = tuning(dir.path() + "/tuning.json", 16);
+    o.candidates = 3;
+    Operation op = make_auto(d, o);
+    measure::Inputs in(d, test::run_seed() + 53, test::world_rank());
+    const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+    run_checked(op, in, reference, 20, {}, /*bound=*/false, /*started=*/true);
+    EXPECT_TRUE(op.tuning()->settled()) << op.explain();
+    EXPECT_EQ(op.tuning()->calls, 20) << "each started call counts once";
+    op.bind(in.buffers());
+    run_checked(op, in, reference, 3, {}, /*bound=*/true, /*started=*/true);
+    EXPECT_EQ(op.tuning()->calls, 23);
+    const std::vector<std::string> kept = test::allgather_strings(op.schedule().to_string());
+    for (const std::string& k : kept) EXPECT_EQ(k, kept.front());
   }
 }
 

@@ -2,6 +2,7 @@
 // independent reference (gather everything, compute in double). Fresh random data every run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -143,6 +144,11 @@ TEST(OperationReuse, RepeatedCallsAreBitwiseIdentical) {
   }
 }
 
+// Every op with each axis it shards.
+constexpr std::pair<OpKind, Axis> kOpAxes[] = {{OpKind::ag_gemm, Axis::m}, {OpKind::ag_gemm, Axis::k},
+                                               {OpKind::gemm_rs, Axis::m}, {OpKind::gemm_rs, Axis::n},
+                                               {OpKind::gemm_ar, Axis::none}};
+
 // Bound calls (Operation::bind, then execute() with no agreement) on fresh data every call,
 // through the same buffers, for every op and axis, serial and an overlapped schedule: each call
 // is checked against the reference with its output poisoned first. Meanwhile another operation
@@ -150,15 +156,12 @@ TEST(OperationReuse, RepeatedCallsAreBitwiseIdentical) {
 // bind() moves the calls to other buffers.
 TEST(BoundCalls, MatchTheReferenceOnFreshDataEveryCall) {
   const int rank = test::world_rank(), p = test::world_size();
-  const std::pair<OpKind, Axis> ops[] = {{OpKind::ag_gemm, Axis::m}, {OpKind::ag_gemm, Axis::k},
-                                         {OpKind::gemm_rs, Axis::m}, {OpKind::gemm_rs, Axis::n},
-                                         {OpKind::gemm_ar, Axis::none}};
   uint64_t stream = 0;
-  for (const auto& [op, axis] : ops)
-    for (const char* schedule : {"serial", "overlap=chunk,chunks=2,fusion=fused", "overlap=chunk,chunks=2,algo=ring"}) {
+  for (const auto& [op, axis] : kOpAxes)
+    for (const char* schedule : {"serial", "overlap=chunk,chunks=2,fusion=fused,engine=inline", "overlap=chunk,chunks=2,algo=ring"}) {
       const OpDesc d{op, 3 * p, 5 * p, 7 * p, DType::f32, false, op == OpKind::gemm_rs, axis, p};
       const std::optional<Schedule> parsed = Schedule::parse(schedule);
-      if (!can_run(Backend::cpu_mpi, d, *parsed).ok()) continue;
+      ASSERT_TRUE(parsed && can_run(Backend::cpu_mpi, d, *parsed).ok()) << schedule << " does not run: a case would be skipped";
       SCOPED_TRACE(d.to_string() + " | " + schedule + " | seed " + std::to_string(test::run_seed()));
       const LocalShapes s = d.local_shapes();
       std::vector<float> a(s.a.elements()), b(s.b.elements()), c(s.c.elements());
@@ -186,6 +189,98 @@ TEST(BoundCalls, MatchTheReferenceOnFreshDataEveryCall) {
         EXPECT_TRUE(check_against_reference(d, now, MPI_COMM_WORLD).passed()) << "call " << call;
       }
     }
+}
+
+// Started calls (Operation::start, the caller's own work, Operation::finish) on fresh data every
+// call, for every op and axis and schedules of every engine (serial's blocking collective and
+// the fused schedules' inline progress become the progress thread's while started), with and
+// without bound buffers: each checked against the reference with its output and workspace
+// poisoned first. The caller's work between the halves is a real product of its own, checked too.
+TEST(StartedCalls, MatchTheReferenceWithTheCallersWorkInBetween) {
+  const int rank = test::world_rank(), p = test::world_size();
+  uint64_t stream = 0;
+  for (const auto& [op, axis] : kOpAxes)
+    for (const char* schedule : {"serial", "serial-ring", "overlap=chunk,chunks=2,fusion=fused,engine=inline",
+                                 "overlap=chunk,chunks=2,algo=ring", "overlap=chunk,chunks=3,algo=coll"})
+      for (DType dtype : {DType::f32, DType::f64}) {
+        const OpDesc d{op, 3 * p, 5 * p, 7 * p, dtype, op == OpKind::ag_gemm, false, axis, p};
+        const std::optional<Schedule> parsed = Schedule::parse(schedule);
+        ASSERT_TRUE(parsed && can_run(Backend::cpu_mpi, d, *parsed).ok()) << schedule << " does not run: a case would be skipped";
+        SCOPED_TRACE(d.to_string() + " | " + schedule + " | seed " + std::to_string(test::run_seed()));
+        const LocalShapes s = d.local_shapes();
+        const std::size_t e = dtype_size(dtype);
+        std::vector<char> a(s.a.elements() * e), b(s.b.elements() * e), c(s.c.elements() * e);
+        const OpBuffers buffers{a.data(), b.data(), c.data(), nullptr};
+        Operation operation(d, MPI_COMM_WORLD, *parsed);
+        for (int call = 0; call < 3; ++call) {
+          const bool bound = call == 2;
+          if (bound) operation.bind(buffers);
+          fill_random(dtype, a.data(), s.a.elements(), test::run_seed(), 1000 * ++stream + 2 * rank);
+          fill_random(dtype, b.data(), s.b.elements(), test::run_seed(), 1000 * stream + 2 * rank + 1);
+          fill_nan(dtype, c.data(), s.c.elements());
+          operation.poison_workspace();
+          bound ? operation.start() : operation.start(buffers);
+          // The caller's own work while the communication moves: a 24x24x24 product in double.
+          std::vector<double> x(24 * 24), y(24 * 24), z(24 * 24, 0.0);
+          fill_random(DType::f64, x.data(), x.size(), test::run_seed(), 1000 * stream + 500 + rank);
+          fill_random(DType::f64, y.data(), y.size(), test::run_seed(), 1000 * stream + 700 + rank);
+          for (int i = 0; i < 24; ++i)
+            for (int k = 0; k < 24; ++k)
+              for (int j = 0; j < 24; ++j) z[i * 24 + j] += x[i * 24 + k] * y[k * 24 + j];
+          const RunStats stats = operation.finish();
+          EXPECT_TRUE(check_against_reference(d, buffers, MPI_COMM_WORLD).passed()) << "call " << call;
+          EXPECT_GT(stats.run_s, 0.0);
+          EXPECT_GE(stats.total_s, stats.run_s);
+          EXPECT_GT(stats.progress_cpu_s, 0.0) << "the communication is the progress thread's while started";
+          double z0 = 0;
+          for (int k = 0; k < 24; ++k) z0 += x[k] * y[k * 24];
+          EXPECT_NEAR(z[0], z0, 1e-12 * (1 + std::abs(z0))) << "the caller's own work";
+        }
+      }
+}
+
+// Between start() and finish() nothing else may run on the communicator: every other call, and
+// a second start(), throws invalid_argument naming the started call, on the rank that makes it
+// (locally: no collective is entered, so no rank waits); finish() then completes the started
+// call correctly, and the communicator is free again. finish() without a start throws.
+TEST(StartedCalls, NothingElseRunsOnTheCommunicatorUntilFinish) {
+  const int rank = test::world_rank(), p = test::world_size();
+  const OpDesc d{OpKind::gemm_ar, 4, 6, 3 * p, DType::f64, false, false, Axis::none, p};
+  const LocalShapes s = d.local_shapes();
+  std::vector<double> a(s.a.elements()), b(s.b.elements()), c(s.c.elements()), c2(s.c.elements());
+  fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 31 + 2 * rank);
+  fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 32 + 2 * rank);
+  Operation started(d, MPI_COMM_WORLD, *Schedule::parse("overlap=chunk,chunks=2,algo=ring"));
+  Operation other(d, MPI_COMM_WORLD);
+  EXPECT_THROW(started.finish(), Error);
+  started.start({a.data(), b.data(), c.data(), nullptr});
+  auto refused = [](auto&& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " ran while a started call had not finished";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << what;
+      EXPECT_NE(std::string(e.what()).find("was started on this communicator and has not finished"), std::string::npos)
+          << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("gemm_ar"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  refused([&] { other.execute({a.data(), b.data(), c2.data(), nullptr}); }, "another operation's call");
+  refused([&] { other.bind({a.data(), b.data(), c2.data(), nullptr}); }, "another operation's bind");
+  refused([&] { started.start({a.data(), b.data(), c.data(), nullptr}); }, "a second start");
+  refused([&] { Operation(d, MPI_COMM_WORLD); }, "making an operation");
+  started.finish();
+  EXPECT_TRUE(check_against_reference(d, {a.data(), b.data(), c.data(), nullptr}, MPI_COMM_WORLD).passed());
+  other.execute({a.data(), b.data(), c2.data(), nullptr});  // free again
+  EXPECT_TRUE(check_against_reference(d, {a.data(), b.data(), c2.data(), nullptr}, MPI_COMM_WORLD).passed());
+  EXPECT_THROW(started.finish(), Error);
+  {  // destroyed unfinished: it finishes its call first, and the communicator is free again
+    Operation dropped(d, MPI_COMM_WORLD, *Schedule::parse("overlap=chunk,chunks=2,algo=ring"));
+    fill_nan(d.dtype, c.data(), s.c.elements());
+    dropped.start({a.data(), b.data(), c.data(), nullptr});
+  }
+  EXPECT_TRUE(check_against_reference(d, {a.data(), b.data(), c.data(), nullptr}, MPI_COMM_WORLD).passed());
+  other.execute({a.data(), b.data(), c2.data(), nullptr});
 }
 
 // cofuse works on any communicator the caller hands in, and its cached state goes away

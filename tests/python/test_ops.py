@@ -123,6 +123,36 @@ def test_gathered_operand(comm, rng):
 
 
 @pytest.mark.parametrize("op,axis", LAYOUTS)
+@pytest.mark.parametrize("schedule", ["serial", "overlap=chunk,chunks=2,fusion=fused,engine=inline", "auto"])
+def test_async_op_returns_a_work_that_waits(comm, rng, op, axis, schedule):
+    """async_op=True: the caller computes between the start and wait(); the result is the call's.
+    While it is in flight another cofuse call raises, on the rank that makes it (no collective
+    is entered); wait() again returns the same; a Work dropped unwaited still finishes its call."""
+    for kind in ["numpy", "torch"]:
+        a, b, want, k = case(rng, op, axis, np.float32)
+        if kind == "torch":
+            a, b = torch.from_numpy(a), torch.from_numpy(b)
+        kwargs = dict(schedule=schedule, async_op=True)
+        if axis:
+            kwargs["axis"] = axis
+        f = getattr(cofuse, op)
+        work = f(a, b, comm, **kwargs)
+        assert isinstance(work, cofuse.Work) and not work.waited
+        x = uniform(rng, (48, 48), np.float64)
+        mine = x @ x  # the caller's own work meanwhile
+        with pytest.raises(cofuse.Error, match="was started on this communicator and has not finished"):
+            cofuse.gemm_ar(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), comm, schedule="serial")
+        c = work.wait()
+        assert work.waited and work.wait() is c
+        assert isinstance(c, torch.Tensor if kind == "torch" else np.ndarray)
+        assert_close(c, want, k, np.float32)
+        np.testing.assert_allclose(mine, x @ x)
+    del work
+    f(a, b, comm, **kwargs)  # never waited: dropped, it finishes its call; the communicator is free again
+    assert_close(f(a, b, comm, schedule=schedule, **({"axis": axis} if axis else {})), want, k, np.float32)
+
+
+@pytest.mark.parametrize("op,axis", LAYOUTS)
 def test_operation_object(comm, rng, op, axis):
     a, b, want, k = case(rng, op, axis, np.float64)
     m = want.shape[0] * (P if op == "gemm_rs" and axis == "m" else 1)

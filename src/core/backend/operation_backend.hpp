@@ -30,6 +30,12 @@ class OperationBackend {
   virtual void unbind() = 0;
   /// Collective: one call on the bound buffers with no agreement (Operation::execute()).
   virtual RunStats execute_bound() = 0;
+  /// Collective: the first half of execute(buffers, caller_check) (Operation::start).
+  virtual void start(const OpBuffers& buffers, const Status& caller_check) = 0;
+  /// Collective: the first half of execute_bound() (Operation::start()).
+  virtual void start_bound() = 0;
+  /// Collective: the second half of a started call (Operation::finish).
+  virtual RunStats finish() = 0;
   /// Not collective: this rank's compute tasks alone (Operation::execute_compute_only).
   virtual RunStats execute_compute_only(const OpBuffers& buffers) = 0;
   /// Collective: the communication alone (Operation::execute_comm_only).

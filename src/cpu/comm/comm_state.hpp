@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "cpu/exec/watchdog.hpp"
 
@@ -38,6 +39,11 @@ struct CommState {
   int size = 0;
   Workspace workspace;
   Watchdog watchdog;  // the deadline of calls on this communicator (they never run concurrently)
+  // The call started (Operation::start) and not yet finished on this communicator, in words; ""
+  // when none. Until it finishes no other cofuse call may run here: its collectives would
+  // interleave with the started call's, in an order the ranks need not share, and the workspace
+  // is the started call's. CallDeadline refuses them.
+  std::string started;
 };
 
 /// How many CommStates exist in this process (created on first use, destroyed with their

@@ -169,6 +169,7 @@ void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
 RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
   if (!broken_.empty())
     throw Error(ErrorCode::invalid_argument, "this operation failed in an earlier call and cannot run again (" + broken_ + ")");
+  if (async_) throw Error(ErrorCode::internal, "executor: run_compute_only() while a started run has not finished");
   const double start = now();
   bind(buffers, work);
   // No communication runs here, so there is no order to check.
@@ -188,82 +189,110 @@ RunStats CpuExecutor::run_comm_only(const OpBuffers& buffers, void* work) {
   }
 }
 
-RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
+void CpuExecutor::reset_run(const OpBuffers& buffers, void* work) {
   if (!broken_.empty())
     throw Error(ErrorCode::invalid_argument,
                 "this operation failed in an earlier call and cannot run again (" + broken_ + "); create a new one");
-  const double start = now();
+  run_start_ = now();
   bind(buffers, work);
   for (CommTask& c : ctasks_) c.posted = false;
   first_unposted_ = 0;
   next_collective_ = 0;
   inflight_ = 0;
   comm_left_ = ctasks_.size();
+}
 
-  if (threaded_) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      failure_.clear();
-      abort_ = false;
-      ++generation_;
-    }
-    cv_.notify_all();
-    std::string compute_failure;
-    ErrorCode compute_code = ErrorCode::compute;
-    try {
-      for (int index : compute_order_) {
-        const Task& t = plan_.tasks[index];
-        if (!deps_done(t)) {
-          std::unique_lock<std::mutex> lock(mutex_);
-          cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
-          if (!failure_.empty()) break;
-        }
-        check_order(index);
-        run_compute_task(index, false);
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          ++compute_events_;
-        }
-        cv_.notify_all();
+void CpuExecutor::compute_threaded() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure_.clear();
+    abort_ = false;
+    ++generation_;
+  }
+  cv_.notify_all();
+  compute_failure_.clear();
+  try {
+    for (int index : compute_order_) {
+      const Task& t = plan_.tasks[index];
+      if (!deps_done(t)) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
+        if (!failure_.empty()) break;
       }
-    } catch (const std::exception& e) {
-      compute_failure = e.what();
-      const auto* error = dynamic_cast<const Error*>(&e);
-      compute_code = error ? error->code() : ErrorCode::compute;
-      std::lock_guard<std::mutex> lock(mutex_);
-      abort_ = true;  // the communication engine would wait for this engine forever
+      check_order(index);
+      run_compute_task(index, false);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++compute_events_;
+      }
+      cv_.notify_all();
     }
-    cv_.notify_all();
+  } catch (const std::exception& e) {
+    compute_failure_ = e.what();
+    const auto* error = dynamic_cast<const Error*>(&e);
+    compute_code_ = error ? error->code() : ErrorCode::compute;
+    std::lock_guard<std::mutex> lock(mutex_);
+    abort_ = true;  // the communication engine would wait for this engine forever
+  }
+  cv_.notify_all();
+}
+
+RunStats CpuExecutor::finish_threaded() {
+  {
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return finished_generation_ == generation_; });
-    if (!compute_failure.empty()) fail(compute_code, "compute engine: " + compute_failure);
-    if (!failure_.empty()) fail(failure_code_, "communication engine: " + failure_);
-  } else {
-    try {
-      for (int index : compute_order_) {
-        const Task& t = plan_.tasks[index];
-        while (!deps_done(t)) {
-          if (progress()) continue;
-          if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: '" + t.label + "' can never become ready");
-          wait_any_inflight();
-        }
-        check_order(index);
-        run_compute_task(index, tiled_);
-      }
-      while (comm_left_ > 0) {
+  }
+  async_ = false;  // the progress thread is done with this run
+  if (!compute_failure_.empty()) fail(compute_code_, "compute engine: " + compute_failure_);
+  if (!failure_.empty()) fail(failure_code_, "communication engine: " + failure_);
+  RunStats stats = phase_times(run_start_);
+  stats.progress_cpu_s = progress_cpu_s_;
+  return stats;
+}
+
+RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
+  if (async_) throw Error(ErrorCode::internal, "executor: run() while a started run has not finished");
+  reset_run(buffers, work);
+  if (threaded_) {
+    compute_threaded();
+    return finish_threaded();
+  }
+  try {
+    for (int index : compute_order_) {
+      const Task& t = plan_.tasks[index];
+      while (!deps_done(t)) {
         if (progress()) continue;
-        if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: communication can never complete");
+        if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: '" + t.label + "' can never become ready");
         wait_any_inflight();
       }
-    } catch (const std::exception& e) {
-      const auto* error = dynamic_cast<const Error*>(&e);
-      fail(error ? error->code() : ErrorCode::internal, e.what());
+      check_order(index);
+      run_compute_task(index, tiled_);
     }
+    while (comm_left_ > 0) {
+      if (progress()) continue;
+      if (inflight_ == 0) throw Error(ErrorCode::internal, "executor: communication can never complete");
+      wait_any_inflight();
+    }
+  } catch (const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    fail(error ? error->code() : ErrorCode::internal, e.what());
   }
+  return phase_times(run_start_);
+}
 
-  RunStats stats = phase_times(start);
-  if (threaded_) stats.progress_cpu_s = progress_cpu_s_;
-  return stats;
+void CpuExecutor::start(const OpBuffers& buffers, void* work) {
+  if (async_) throw Error(ErrorCode::internal, "executor: start() while a started run has not finished");
+  reset_run(buffers, work);
+  // Made here, not at construction, for a schedule whose calls all run on one thread otherwise.
+  if (!thread_.joinable()) thread_ = std::thread([this] { progress_thread_main(); });
+  async_ = true;  // published to the progress thread by compute_threaded's lock
+  compute_threaded();
+  if (!compute_failure_.empty()) finish_threaded();  // waits for the communication engine, then throws
+}
+
+RunStats CpuExecutor::finish() {
+  if (!async_) throw Error(ErrorCode::internal, "executor: finish() without a started run");
+  return finish_threaded();
 }
 
 // This rank's times of the call, by the one time arithmetic (core/exec_model/times.hpp).

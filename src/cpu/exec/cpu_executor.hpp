@@ -10,6 +10,8 @@
 //     cpu_executor.cpp.)
 //   fused (engine=inline) and overlap=none: one thread; between GEMM tiles of `tile_rows`
 //     rows (fused only) it posts and tests communication itself.
+//   started (start() ... finish(), any schedule): as engine=thread, with non-blocking
+//     collectives, so the caller's thread is free once its compute tasks are done.
 // Which of these a schedule gets, the compute order and the collective order are the execution
 // model's rules (core/exec_model/engines.hpp, matching.hpp), shared with the simulator.
 //
@@ -50,6 +52,19 @@ class CpuExecutor {
   /// Collective. Returns this rank's phase times. After a failure (Error thrown) the executor
   /// frees its in-flight requests and refuses every later run.
   RunStats run(const OpBuffers& buffers, void* work);
+
+  /// The same run in two halves, so that the caller can compute while the communication moves
+  /// (a weight gradient while the input gradient is all-reduced): start() runs this rank's
+  /// compute tasks on the calling thread and returns once they are done, with every
+  /// communication task handed to the progress thread (posted non-blocking and polled every
+  /// poll_us), whatever the schedule's engines; finish() waits for the communication and returns
+  /// what run() would. A schedule without a progress thread gets one at its first start().
+  /// Between the two the caller must neither call run() nor touch the outputs or the workspace.
+  /// A failure in start() throws there (after the communication engine stopped); one in the
+  /// communication throws from finish(). Collective as run() is.
+  void start(const OpBuffers& buffers, void* work);
+  RunStats finish();
+  bool started() const { return async_; }
 
   /// Measurement aid, not collective: runs only the compute engine's tasks, in plan order and
   /// with the same tiling as run(), and no communication at all, so the outputs are
@@ -95,6 +110,12 @@ class CpuExecutor {
   void mark_done(int task);
   void check_order(int task) const;  // ExecSettings::check_order, at the start of a task
   void bind(const OpBuffers& buffers, void* work);
+  void reset_run(const OpBuffers& buffers, void* work);  // refuses a broken executor; binds; clears the comm state
+  // The threaded form's halves: the compute engine on the calling thread (the progress thread
+  // drives the communication meanwhile; a failure is kept for the second half), then waiting for
+  // the progress thread and throwing what either engine failed with.
+  void compute_threaded();
+  RunStats finish_threaded();
   void run_compute_task(int index, bool tiled, bool make_progress = true);
   RunStats phase_times(double start);  // reads the end, keeps both in last_start_/last_end_
   bool progress();           // one pass of posting and testing; true if anything changed
@@ -115,6 +136,8 @@ class CpuExecutor {
   bool tiled_ = false;
   bool blocking_collectives_ = false;  // overlap=none: nothing to overlap, use blocking collectives
   bool skip_gemm_ = false;             // run_comm_only: GEMM tasks complete without computing
+  bool async_ = false;                 // between start() and finish(): the progress thread drives
+                                       // every message, with non-blocking collectives
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order
   std::vector<std::vector<int>> must_be_done_;  // check_order: per task, what must have completed first
   std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
@@ -125,6 +148,9 @@ class CpuExecutor {
   std::atomic<int> phase_{0};                        // 0 idle, 1 in run()
   std::vector<TaskTime> times_;
   double last_start_ = 0, last_end_ = 0;
+  double run_start_ = 0;            // the current run's start (reset_run)
+  std::string compute_failure_;     // compute_threaded's failure, thrown by finish_threaded
+  ErrorCode compute_code_ = ErrorCode::compute;
   mutable TimeAccumulator time_scratch_;  // phase_times: keeps its memory, so no allocation per call
   char* base_[kBufCount] = {};
 

@@ -111,7 +111,7 @@ void CpuExecutor::post(int slot) {
       break;
     case TaskKind::collective:
       ++next_collective_;
-      if (blocking_collectives_) {
+      if (blocking_collectives_ && !async_) {
         // Nothing to overlap with: the blocking collective, whose algorithms (Open MPI's
         // "tuned" component) are faster than the non-blocking ones (libnbc).
         switch (t.collective) {

@@ -95,6 +95,16 @@ namespace {
 class CpuOperation final : public OperationBackend {
  public:
   CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings);
+  // A started call is finished first: its messages must not outlive the executor and buffers
+  // they use, nor the communicator stay refused.
+  ~CpuOperation() override {
+    if (!executor_ || !executor_->started()) return;
+    try {
+      finish();
+    } catch (const std::exception&) {
+      // A destructor cannot throw: the call's failure has nobody to go to.
+    }
+  }
 
   RunStats execute(const OpBuffers& buffers, const Status& caller_check) override {
     return execute_with(buffers, false, caller_check);
@@ -102,6 +112,9 @@ class CpuOperation final : public OperationBackend {
   void bind(const OpBuffers& buffers) override;
   void unbind() override { bound_.reset(); }
   RunStats execute_bound() override;
+  void start(const OpBuffers& buffers, const Status& caller_check) override;
+  void start_bound() override;
+  RunStats finish() override;
   RunStats execute_compute_only(const OpBuffers& buffers) override;
   RunStats execute_comm_only(const OpBuffers& buffers) override { return execute_with(buffers, true, Status::Ok()); }
   void poison_workspace() override;
@@ -119,6 +132,12 @@ class CpuOperation final : public OperationBackend {
   void* agree_to_run(const OpBuffers& buffers, const Status& caller_check);
   // start: when the call began, on CpuExecutor::now()'s clock.
   RunStats timed_run(const OpBuffers& buffers, void* work, bool comm_only, double start);
+  // start()'s common half, once the buffers are agreed on (work: the workspace they use): marks
+  // the communicator busy and starts the executor; a failure unmarks it and disarms the deadline.
+  void start_run(const OpBuffers& buffers, void* work, double start);
+  void refuse_without_progress_thread() const;
+  // The buffers the call runs on: bind()'s, or a refusal naming the op.
+  const OpBuffers& bound_buffers() const;
 
   OpDesc desc_;
   CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
@@ -126,6 +145,9 @@ class CpuOperation final : public OperationBackend {
   std::unique_ptr<CpuExecutor> executor_;
   std::string call_what_;  // the call as a deadline report names it, made once
   std::optional<OpBuffers> bound_;  // bind()'s buffers, agreed usable on every rank
+  // A started call's deadline (armed by start(), disarmed by finish()) and its start.
+  std::optional<CallDeadline> started_deadline_;
+  double started_at_ = 0;
 };
 
 CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
@@ -213,16 +235,85 @@ void CpuOperation::bind(const OpBuffers& buffers) {
   bound_ = buffers;
 }
 
-RunStats CpuOperation::execute_bound() {
-  const double start = CpuExecutor::now();
+const OpBuffers& CpuOperation::bound_buffers() const {
   if (!bound_)
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) +
-                                                 ": execute() without buffers needs bind(buffers) first");
+                                                 ": a call without buffers needs bind(buffers) first");
+  return *bound_;
+}
+
+RunStats CpuOperation::execute_bound() {
+  const double start = CpuExecutor::now();
+  const OpBuffers& buffers = bound_buffers();
   const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); });
   // bind() reserved it, and a workspace only grows, so this allocates nothing and cannot fail.
   void* work =
-      state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(bound_->gathered != nullptr)));
-  return timed_run(*bound_, work, false, start);
+      state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
+  return timed_run(buffers, work, false, start);
+}
+
+// A started call keeps its deadline armed until finish(), so a peer that dies while the caller
+// computes between the two still ends the job instead of leaving this rank waiting.
+void CpuOperation::start(const OpBuffers& buffers, const Status& caller_check) {
+  const double start = CpuExecutor::now();
+  refuse_without_progress_thread();
+  started_deadline_.emplace(*state_, deadline_s_, call_what_ + " (started)", [this] { return executor_->waiting_for(); });
+  void* work = nullptr;
+  try {
+    work = agree_to_run(buffers, caller_check);
+  } catch (...) {
+    started_deadline_.reset();
+    throw;
+  }
+  start_run(buffers, work, start);
+}
+
+void CpuOperation::start_bound() {
+  const double start = CpuExecutor::now();
+  const OpBuffers& buffers = bound_buffers();
+  refuse_without_progress_thread();
+  started_deadline_.emplace(*state_, deadline_s_, call_what_ + " (started)", [this] { return executor_->waiting_for(); });
+  start_run(buffers,
+            state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr))),
+            start);
+}
+
+// The same on every rank where the ranks share their MPI library and thread level, so all refuse
+// alike before anything collective.
+void CpuOperation::refuse_without_progress_thread() const {
+  if (!cpu_capabilities().progress_thread)
+    throw Error(ErrorCode::invalid_argument,
+                std::string(to_string(desc_.op)) +
+                    ": start() hands the communication to a progress thread, which needs MPI initialised with "
+                    "MPI_THREAD_SERIALIZED or more (MPI_Init_thread); call execute() instead");
+}
+
+void CpuOperation::start_run(const OpBuffers& buffers, void* work, double start) {
+  started_at_ = start;
+  state_->started = call_what_;
+  try {
+    executor_->start(buffers, work);
+  } catch (...) {
+    state_->started.clear();
+    started_deadline_.reset();
+    throw;
+  }
+}
+
+RunStats CpuOperation::finish() {
+  if (!executor_->started())
+    throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": finish() without a started call");
+  struct Done {  // however finish() leaves, the communicator is free and the deadline disarmed
+    CpuOperation& op;
+    ~Done() {
+      op.state_->started.clear();
+      op.started_deadline_.reset();
+    }
+  } done{*this};
+  RunStats stats = executor_->finish();
+  stats.run_s = executor_->last_end() - executor_->last_start();
+  stats.total_s = executor_->last_end() - started_at_;
+  return stats;
 }
 
 RunStats CpuOperation::execute_compute_only(const OpBuffers& buffers) {
@@ -274,6 +365,10 @@ RunStats Operation::execute() { return backend_->execute_bound(); }
 RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check) {
   return backend_->execute(buffers, caller_check);
 }
+void Operation::start(const OpBuffers& buffers) { backend_->start(buffers, Status::Ok()); }
+void Operation::start(const OpBuffers& buffers, const Status& caller_check) { backend_->start(buffers, caller_check); }
+void Operation::start() { backend_->start_bound(); }
+RunStats Operation::finish() { return backend_->finish(); }
 RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return backend_->execute_comm_only(buffers); }
 RunStats Operation::execute_compute_only(const OpBuffers& buffers) { return backend_->execute_compute_only(buffers); }
 void Operation::poison_workspace() { backend_->poison_workspace(); }
