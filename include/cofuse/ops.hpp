@@ -109,17 +109,22 @@ class Operation {
   /// GEMMs on the calling thread and returns once they are done, with the rest of the
   /// communication in flight on the operation's progress thread: every schedule runs so when
   /// started (non-blocking collectives, polled every ExecSettings::poll_us; a schedule without a
-  /// progress thread gets one at its first start()), which needs MPI_THREAD_SERIALIZED or more
-  /// (invalid_argument otherwise), and MPI_THREAD_MULTIPLE if the caller itself calls MPI before
-  /// finish(). finish() waits for the communication; its RunStats time the call from start() to
-  /// the end of the communication. Until finish() returns: the outputs (C, and a gathered
-  /// buffer) are not yet written, the inputs must not change, and no other cofuse call may run
-  /// on this communicator (its collectives would interleave with this call's; every one throws
-  /// invalid_argument naming the started call, and a second start() too). An `auto` operation
-  /// still tuning runs the whole call in start() (its race times whole calls) and finish()
-  /// returns at once. The deadline (ExecSettings::deadline_s) runs from start() to finish().
-  /// Throws as execute() does: a failure of this rank's GEMMs from start(), a failure of the
-  /// communication from finish(); finish() without a started call throws invalid_argument.
+  /// progress thread gets one at its first start()). That needs MPI_THREAD_SERIALIZED or more,
+  /// and MPI_THREAD_MULTIPLE if the caller itself calls MPI before finish(); below it, and in an
+  /// `auto` operation still tuning (its race times whole calls), start() runs the whole call and
+  /// finish() returns at once, with the same rules in between. finish() waits for the
+  /// communication; its RunStats time the call from start() to the end of the communication.
+  /// Until finish() returns: the outputs (C, and a gathered buffer) are not yet written, the
+  /// inputs must not change, task_times() is not this call's, and no other cofuse call may run on
+  /// this communicator: every one (a second start(), poison_workspace(), execute_compute_only(),
+  /// a DeadlineGuard) throws invalid_argument naming the started call, since its collectives
+  /// would interleave with this call's and the workspace is this call's. Free the communicator
+  /// only after finish(). The deadline (ExecSettings::deadline_s) runs from start() to finish(),
+  /// the caller's own work in between included; a DeadlineGuard must enclose both or neither.
+  /// An Operation destroyed between the two finishes the call first. Throws as execute() does:
+  /// a failure of this rank's GEMMs from start(), a failure of the communication from finish();
+  /// finish() without a started call throws invalid_argument. For ag_gemm the GEMMs need the
+  /// gathered shards, so start() returns only once nearly all of its communication is done.
   void start(const OpBuffers& buffers);
   /// start(buffers) with the caller's own verdict on its buffers, as execute(buffers, caller_check).
   void start(const OpBuffers& buffers, const Status& caller_check);

@@ -379,17 +379,31 @@ pyb::object call_op(const OpRequest& request, pyb::handle a_object, pyb::handle 
 std::shared_ptr<Work> start_op(const OpRequest& request, pyb::handle a_object, pyb::handle b_object,
                                pyb::handle comm_object, pyb::handle out_object, pyb::handle gathered_object) {
   PreparedCall call = prepare_call(request, a_object, b_object, comm_object, out_object, gathered_object);
-  const Outputs& o = call.outputs;
+  Outputs& o = call.outputs;
+  // Everything that can fail in Python is made before the call starts: a call started without
+  // its Work would hold the communicator with nobody to finish it.
+  pyb::object returned = result(o, o.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));
+  std::vector<pyb::object> objects{pyb::reinterpret_borrow<pyb::object>(a_object),
+                                   pyb::reinterpret_borrow<pyb::object>(b_object), o.out_object, o.gathered_object};
   call.handle->start(call.a, call.b, o.out, o.has_gathered ? &o.gathered : nullptr, Status::Ok());
-  return std::make_shared<Work>(call.handle, pyb::reinterpret_borrow<pyb::object>(a_object),
-                                pyb::reinterpret_borrow<pyb::object>(b_object),
-                                result(o, o.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object)));
+  std::vector<Matrix> operands;
+  operands.push_back(std::move(call.a));
+  operands.push_back(std::move(call.b));
+  operands.push_back(std::move(o.out));
+  if (o.has_gathered) operands.push_back(std::move(o.gathered));
+  return std::make_shared<Work>(call.handle, std::move(objects), std::move(operands), std::move(returned));
 }
 
 pyb::object Work::wait() {
+  if (!failure_.empty()) throw Error(ErrorCode::invalid_argument, "cofuse: this call failed: " + failure_);
   if (handle_) {
     const std::shared_ptr<OpHandle> handle = std::move(handle_);
-    handle->finish();
+    try {
+      handle->finish();
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+      throw;
+    }
   }
   return result_;
 }

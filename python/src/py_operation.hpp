@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cofuse/context.hpp"
 #include "cofuse/ops.hpp"
@@ -116,16 +117,25 @@ pybind11::object call_op(const OpRequest& request, pybind11::handle a, pybind11:
 /// wait(), it finishes the call then (the communication must end before its memory goes).
 class Work {
  public:
-  Work(std::shared_ptr<OpHandle> handle, pybind11::object keep_a, pybind11::object keep_b, pybind11::object result)
-      : handle_(std::move(handle)), keep_a_(std::move(keep_a)), keep_b_(std::move(keep_b)), result_(std::move(result)) {}
+  /// handle: the started call's operation. operands: the objects the call reads and writes,
+  /// with their buffer exports (held, so that none is freed or resized while the call runs).
+  /// result: what wait() returns.
+  Work(std::shared_ptr<OpHandle> handle, std::vector<pybind11::object> objects, std::vector<Matrix> operands,
+       pybind11::object result)
+      : handle_(std::move(handle)), objects_(std::move(objects)), operands_(std::move(operands)),
+        result_(std::move(result)) {}
   ~Work();
   /// COLLECTIVE: waits for the call's communication; returns the result (again on later calls).
+  /// A call that failed raises its error again on every later wait().
   pybind11::object wait();
-  bool waited() const { return !handle_; }
+  bool waited() const { return !handle_ && failure_.empty(); }
 
  private:
   std::shared_ptr<OpHandle> handle_;  // null once waited
-  pybind11::object keep_a_, keep_b_, result_;
+  std::vector<pybind11::object> objects_;
+  std::vector<Matrix> operands_;
+  pybind11::object result_;
+  std::string failure_;  // the call's error, when wait() raised one
 };
 
 /// cofuse.ag_gemm/gemm_rs/gemm_ar with async_op=True: call_op, started instead of run.

@@ -31,6 +31,7 @@
 #include "cpu/exec/cpu_operation.hpp"
 #include "cpu/comm/comm_state.hpp"
 #include "cpu/exec/call_deadline.hpp"
+#include "cpu/exec/started_whole.hpp"
 #include "cpu/comm/failure.hpp"
 #include "cpu/comm/mpi_util.hpp"
 #include "measure/text.hpp"
@@ -160,27 +161,22 @@ class TuningOperation final : public detail::OperationBackend {
     return run_one([](detail::OperationBackend& op) { return op.execute_bound(); });
   }
   // While it tunes, a started call is a whole call (the race times whole calls, from the ranks'
-  // common start) and finish() hands its stats back; once settled, the kept schedule's own halves.
+  // common start), after which the communicator stays the call's until finish() as for one in
+  // flight; once settled, the kept schedule's own halves.
   void start(const OpBuffers& buffers, const Status& caller_check) override {
-    if (!report_.settled()) {
-      whole_call_ = execute(buffers, caller_check);
-      return;
-    }
-    ops_[current_]->start(buffers, caller_check);
+    if (report_.settled()) return ops_[current_]->start(buffers, caller_check);
+    const std::string what = "auto operation (" + desc_.to_string() + ")";
+    detail::CallDeadline::refuse_while_started(*state_, what);
+    whole_.hold(*state_, what + " (started)", execute(buffers, caller_check));
   }
   void start_bound() override {
-    if (!report_.settled()) {
-      whole_call_ = execute_bound();
-      return;
-    }
-    ops_[current_]->start_bound();
+    if (report_.settled()) return ops_[current_]->start_bound();
+    const std::string what = "auto operation (" + desc_.to_string() + ")";
+    detail::CallDeadline::refuse_while_started(*state_, what);
+    whole_.hold(*state_, what + " (started)", execute_bound());
   }
   RunStats finish() override {
-    if (whole_call_) {
-      const RunStats stats = *whole_call_;
-      whole_call_.reset();
-      return stats;
-    }
+    if (whole_.active()) return whole_.finish();
     const RunStats stats = ops_[current_]->finish();
     ++report_.calls;
     return stats;
@@ -219,7 +215,7 @@ class TuningOperation final : public detail::OperationBackend {
   std::vector<std::unique_ptr<detail::OperationBackend>> ops_;  // one per candidate while tuning; then the winner alone
   std::size_t current_ = 0;                                      // index into ops_ of the next call
   std::optional<OpBuffers> bound_;                               // bind()'s buffers, for the race's calls
-  std::optional<RunStats> whole_call_;  // a call start() ran whole while tuning, for finish()
+  detail::StartedWhole whole_;  // a call start() ran whole while tuning, until finish()
   double excess_floor_s_ = 0;  // the excess bound's floor in effect (rank 0's; 0: none)
 };
 

@@ -268,7 +268,12 @@ TEST(StartedCalls, NothingElseRunsOnTheCommunicatorUntilFinish) {
   refused([&] { other.execute({a.data(), b.data(), c2.data(), nullptr}); }, "another operation's call");
   refused([&] { other.bind({a.data(), b.data(), c2.data(), nullptr}); }, "another operation's bind");
   refused([&] { started.start({a.data(), b.data(), c.data(), nullptr}); }, "a second start");
+  EXPECT_TRUE(detail::comm_state(MPI_COMM_WORLD).watchdog.armed()) << "a refused second start disarmed the first's deadline";
   refused([&] { Operation(d, MPI_COMM_WORLD); }, "making an operation");
+  refused([&] { other.poison_workspace(); }, "poisoning the workspace the started call uses");
+  refused([&] { started.poison_workspace(); }, "poisoning its own workspace");
+  refused([&] { other.execute_compute_only({a.data(), b.data(), c2.data(), nullptr}); }, "another's compute alone");
+  refused([&] { DeadlineGuard(MPI_COMM_WORLD, 60, "a block"); }, "a deadline guard over a started call");
   started.finish();
   EXPECT_TRUE(check_against_reference(d, {a.data(), b.data(), c.data(), nullptr}, MPI_COMM_WORLD).passed());
   other.execute({a.data(), b.data(), c2.data(), nullptr});  // free again

@@ -1,6 +1,7 @@
 """Under mpi4py.rc.thread_level = "single" (MPI below MPI_THREAD_SERIALIZED) cofuse still runs:
 "auto" plans only among schedules the calling thread drives, a schedule that needs a progress
-thread is refused with a clear error on every rank, and the ranks stay in step. Run under
+thread is refused with a clear error on every rank, the ranks stay in step, a started call
+(async_op) runs whole and the layers' backward trains. Run under
 mpirun; prints "thread level single OK" last."""
 import mpi4py
 
@@ -40,6 +41,30 @@ except cofuse.Error as e:
     assert "MPI_THREAD_SERIALIZED" in str(e), str(e)
 c = cofuse.ag_gemm(a, b, comm, schedule="serial")  # still in step
 assert np.linalg.norm(c - want) / np.linalg.norm(want) < 1e-4
+
+# A started call with no progress thread runs whole in start(); the communicator is still the
+# call's until wait(), as for one in flight; the layers' backward (which starts its input
+# gradient's reduction) trains as before.
+work = cofuse.ag_gemm(a, b, comm, schedule="serial", async_op=True)
+try:
+    cofuse.ag_gemm(a, b, comm, schedule="serial")
+    raise AssertionError("a call ran while a started one had not finished")
+except cofuse.Error as e:
+    assert "was started on this communicator and has not finished" in str(e), str(e)
+c = work.wait()
+assert np.linalg.norm(c - want) / np.linalg.norm(want) < 1e-4
+import torch  # noqa: E402
+import cofuse.torch as ct  # noqa: E402
+
+layer = ct.ColumnParallelLinear(64, 32 * P, comm, schedule="auto", seed=5)
+x = torch.from_numpy((rng.random((16, 64)) * 2 - 1).astype(np.float32)).requires_grad_()
+for _ in range(3):
+    layer(x).sum().backward()
+layer_whole = ct.ColumnParallelLinear(64, 32 * P, comm, schedule="serial", seed=5)
+dx = x.grad.clone() / 3
+x.grad = None
+layer_whole(x).sum().backward()
+assert torch.allclose(dx, x.grad, rtol=1e-5, atol=1e-5), (dx - x.grad).abs().max()
 comm.Barrier()
 if rank == 0:
     print(f"thread level single OK: auto chose {chosen} on {P} ranks")

@@ -16,8 +16,9 @@
 // model's rules (core/exec_model/engines.hpp, matching.hpp), shared with the simulator.
 //
 // Readiness between engines: atomic done flags + one condition variable; no sleeps stand in
-// for work. Everything a call needs (datatypes, request arrays, the thread) is made once,
-// at construction: the steady-state path allocates nothing.
+// for work. Everything a call needs (datatypes, request arrays, the thread) is made once, at
+// construction (a schedule without a progress thread gets one at its first start()): the
+// steady-state path allocates nothing.
 #pragma once
 
 #include <mpi.h>

@@ -20,6 +20,7 @@
 #include "cpu/exec/call_deadline.hpp"
 #include "cpu/exec/cpu_executor.hpp"
 #include "cpu/exec/cpu_operation.hpp"
+#include "cpu/exec/started_whole.hpp"
 
 namespace cofuse {
 
@@ -85,6 +86,7 @@ void agree_values(MPI_Comm comm, const std::string& what, const std::vector<std:
 
 void agree(const OpDesc& desc, const Schedule& schedule, MPI_Comm comm) {
   detail::CommState& state = detail::comm_state(comm);
+  detail::CallDeadline::refuse_while_started(state, "cofuse::agree(" + desc.to_string() + ")");
   detail::agree_fields(state.comm, "cofuse", fields_of(desc, schedule));
 }
 
@@ -98,7 +100,7 @@ class CpuOperation final : public OperationBackend {
   // A started call is finished first: its messages must not outlive the executor and buffers
   // they use, nor the communicator stay refused.
   ~CpuOperation() override {
-    if (!executor_ || !executor_->started()) return;
+    if (!executor_ || !executor_->started()) return;  // (whole_ frees the communicator itself)
     try {
       finish();
     } catch (const std::exception&) {
@@ -135,19 +137,21 @@ class CpuOperation final : public OperationBackend {
   // start()'s common half, once the buffers are agreed on (work: the workspace they use): marks
   // the communicator busy and starts the executor; a failure unmarks it and disarms the deadline.
   void start_run(const OpBuffers& buffers, void* work, double start);
-  void refuse_without_progress_thread() const;
   // The buffers the call runs on: bind()'s, or a refusal naming the op.
   const OpBuffers& bound_buffers() const;
 
   OpDesc desc_;
   CommState* state_ = nullptr;  // cached on the caller's communicator; owned there
   double deadline_s_ = 0;       // settings.deadline_s with the environment read once, at construction
+  bool progress_thread_ = false;  // MPI allows one (start() hands it the messages; else runs whole)
   std::unique_ptr<CpuExecutor> executor_;
   std::string call_what_;  // the call as a deadline report names it, made once
+  std::string started_what_;  // the same for a started call
   std::optional<OpBuffers> bound_;  // bind()'s buffers, agreed usable on every rank
   // A started call's deadline (armed by start(), disarmed by finish()) and its start.
   std::optional<CallDeadline> started_deadline_;
   double started_at_ = 0;
+  StartedWhole whole_;  // a started call run whole: MPI below MPI_THREAD_SERIALIZED, no progress thread
 };
 
 CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& schedule, const ExecSettings& settings)
@@ -167,8 +171,10 @@ CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& sc
   // With what this process can do: MPI's thread level, a bf16 GEMM on this CPU.
   throw_if_error(can_run(Backend::cpu_mpi, desc, planned, cpu_capabilities(desc.dtype == DType::bf16)));
   state_ = &state;
+  progress_thread_ = cpu_capabilities().progress_thread;
   executor_ = std::make_unique<CpuExecutor>(lower(desc, planned, state.rank), state.comm, settings);
   call_what_ = desc_.to_string() + " schedule " + executor_->plan().schedule.to_string();
+  started_what_ = call_what_ + " (started)";
 }
 
 RunStats CpuOperation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
@@ -256,8 +262,10 @@ RunStats CpuOperation::execute_bound() {
 // computes between the two still ends the job instead of leaving this rank waiting.
 void CpuOperation::start(const OpBuffers& buffers, const Status& caller_check) {
   const double start = CpuExecutor::now();
-  refuse_without_progress_thread();
-  started_deadline_.emplace(*state_, deadline_s_, call_what_ + " (started)", [this] { return executor_->waiting_for(); });
+  // Before anything else, so that a refused second start() leaves the first one's deadline armed.
+  CallDeadline::refuse_while_started(*state_, call_what_);
+  if (!progress_thread_) return whole_.hold(*state_, call_what_, execute_with(buffers, false, caller_check));
+  started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); });
   void* work = nullptr;
   try {
     work = agree_to_run(buffers, caller_check);
@@ -271,21 +279,12 @@ void CpuOperation::start(const OpBuffers& buffers, const Status& caller_check) {
 void CpuOperation::start_bound() {
   const double start = CpuExecutor::now();
   const OpBuffers& buffers = bound_buffers();
-  refuse_without_progress_thread();
-  started_deadline_.emplace(*state_, deadline_s_, call_what_ + " (started)", [this] { return executor_->waiting_for(); });
+  CallDeadline::refuse_while_started(*state_, call_what_);
+  if (!progress_thread_) return whole_.hold(*state_, call_what_, execute_bound());
+  started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); });
   start_run(buffers,
             state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr))),
             start);
-}
-
-// The same on every rank where the ranks share their MPI library and thread level, so all refuse
-// alike before anything collective.
-void CpuOperation::refuse_without_progress_thread() const {
-  if (!cpu_capabilities().progress_thread)
-    throw Error(ErrorCode::invalid_argument,
-                std::string(to_string(desc_.op)) +
-                    ": start() hands the communication to a progress thread, which needs MPI initialised with "
-                    "MPI_THREAD_SERIALIZED or more (MPI_Init_thread); call execute() instead");
 }
 
 void CpuOperation::start_run(const OpBuffers& buffers, void* work, double start) {
@@ -301,6 +300,7 @@ void CpuOperation::start_run(const OpBuffers& buffers, void* work, double start)
 }
 
 RunStats CpuOperation::finish() {
+  if (whole_.active()) return whole_.finish();
   if (!executor_->started())
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": finish() without a started call");
   struct Done {  // however finish() leaves, the communicator is free and the deadline disarmed
@@ -317,6 +317,7 @@ RunStats CpuOperation::finish() {
 }
 
 RunStats CpuOperation::execute_compute_only(const OpBuffers& buffers) {
+  CallDeadline::refuse_while_started(*state_, call_what_ + ", its compute alone");  // the workspace is the started call's
   const std::string problem = buffer_problem(desc_, {&buffers, 1});
   if (!problem.empty())
     throw Error(ErrorCode::invalid_argument, std::string(to_string(desc_.op)) + ": " + problem);
@@ -325,6 +326,7 @@ RunStats CpuOperation::execute_compute_only(const OpBuffers& buffers) {
 }
 
 void CpuOperation::poison_workspace() {
+  CallDeadline::refuse_while_started(*state_, call_what_ + ", poisoning the workspace");
   const Plan& plan = executor_->plan();
   char* work = static_cast<char*>(state_->workspace.get(static_cast<std::size_t>(plan.workspace_bytes())));
   fill_nan(desc_.dtype, work, plan.work_elements);
@@ -389,6 +391,9 @@ Capabilities cpu_capabilities(bool ask_bf16) {
 
 DeadlineGuard::DeadlineGuard(MPI_Comm comm, double seconds, const std::string& what) : comm_(comm) {
   detail::CommState& state = detail::comm_state(comm);
+  // A guard opened over a started call would disarm its deadline when it closes, and the call's
+  // finish() the guard's: open it before start() or after finish().
+  detail::CallDeadline::refuse_while_started(state, "a deadline guard (" + what + ")");
   state.watchdog.arm(detail::effective_deadline(seconds), state.comm, state.rank, what,
                      [] { return std::string("not inside a cofuse call (in the caller's own MPI calls between them)"); });
 }
