@@ -161,19 +161,16 @@ class TuningOperation final : public detail::OperationBackend {
     return run_one([](detail::OperationBackend& op) { return op.execute_bound(); });
   }
   // While it tunes, a started call is a whole call (the race times whole calls, from the ranks'
-  // common start), after which the communicator stays the call's until finish() as for one in
-  // flight; once settled, the kept schedule's own halves.
+  // common start; refused as any call is while another is started), after which the communicator
+  // stays the call's until finish() as for one in flight; once settled, the kept schedule's own
+  // halves.
   void start(const OpBuffers& buffers, const Status& caller_check) override {
     if (report_.settled()) return ops_[current_]->start(buffers, caller_check);
-    const std::string what = "auto operation (" + desc_.to_string() + ")";
-    detail::CallDeadline::refuse_while_started(*state_, what);
-    whole_.hold(*state_, what + " (started)", execute(buffers, caller_check));
+    whole_.hold(*state_, "auto operation (" + desc_.to_string() + ") (started)", execute(buffers, caller_check));
   }
   void start_bound() override {
     if (report_.settled()) return ops_[current_]->start_bound();
-    const std::string what = "auto operation (" + desc_.to_string() + ")";
-    detail::CallDeadline::refuse_while_started(*state_, what);
-    whole_.hold(*state_, what + " (started)", execute_bound());
+    whole_.hold(*state_, "auto operation (" + desc_.to_string() + ") (started)", execute_bound());
   }
   RunStats finish() override {
     if (whole_.active()) return whole_.finish();

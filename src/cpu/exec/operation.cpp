@@ -134,6 +134,12 @@ class CpuOperation final : public OperationBackend {
   void* agree_to_run(const OpBuffers& buffers, const Status& caller_check);
   // start: when the call began, on CpuExecutor::now()'s clock.
   RunStats timed_run(const OpBuffers& buffers, void* work, bool comm_only, double start);
+  // The executor's stats of the run just ended, timed as the call's: run_s from the executor's own
+  // start (once every rank has agreed, or at once, bound) and total_s from the call's `start`,
+  // both ending at its end, without reading the clock again.
+  RunStats call_stats(RunStats stats, double start) const;
+  // This rank's workspace for a call on `buffers` (the gathered operand's part only without one).
+  void* workspace_for(const OpBuffers& buffers) const;
   // start()'s common half, once the buffers are agreed on (work: the workspace they use): marks
   // the communicator busy and starts the executor; a failure unmarks it and disarms the deadline.
   void start_run(const OpBuffers& buffers, void* work, double start);
@@ -200,7 +206,7 @@ void* CpuOperation::agree_to_run(const OpBuffers& buffers, const Status& caller_
   void* work = nullptr;
   if (!failure) {
     try {
-      work = state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
+      work = workspace_for(buffers);
     } catch (const Error& e) {
       reason = e.what();
       failure = Error(e.code(), named(reason), e.where());
@@ -219,12 +225,17 @@ void* CpuOperation::agree_to_run(const OpBuffers& buffers, const Status& caller_
 }
 
 RunStats CpuOperation::timed_run(const OpBuffers& buffers, void* work, bool comm_only, double start) {
-  RunStats stats = comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work);
-  // The executor's run begins once every rank has agreed (or at once, bound): its own start and
-  // end are the call's, without two more clock reads.
+  return call_stats(comm_only ? executor_->run_comm_only(buffers, work) : executor_->run(buffers, work), start);
+}
+
+RunStats CpuOperation::call_stats(RunStats stats, double start) const {
   stats.run_s = executor_->last_end() - executor_->last_start();
   stats.total_s = executor_->last_end() - start;
   return stats;
+}
+
+void* CpuOperation::workspace_for(const OpBuffers& buffers) const {
+  return state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
 }
 
 void CpuOperation::bind(const OpBuffers& buffers) {
@@ -253,18 +264,17 @@ RunStats CpuOperation::execute_bound() {
   const OpBuffers& buffers = bound_buffers();
   const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); });
   // bind() reserved it, and a workspace only grows, so this allocates nothing and cannot fail.
-  void* work =
-      state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
-  return timed_run(buffers, work, false, start);
+  return timed_run(buffers, workspace_for(buffers), false, start);
 }
 
 // A started call keeps its deadline armed until finish(), so a peer that dies while the caller
 // computes between the two still ends the job instead of leaving this rank waiting.
 void CpuOperation::start(const OpBuffers& buffers, const Status& caller_check) {
   const double start = CpuExecutor::now();
-  // Before anything else, so that a refused second start() leaves the first one's deadline armed.
-  CallDeadline::refuse_while_started(*state_, call_what_);
+  // Whole, it is refused as any call is (execute_with arms a deadline).
   if (!progress_thread_) return whole_.hold(*state_, call_what_, execute_with(buffers, false, caller_check));
+  // Before the deadline is replaced, so that a refused second start() leaves the first one's armed.
+  CallDeadline::refuse_while_started(*state_, call_what_);
   started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); });
   void* work = nullptr;
   try {
@@ -279,12 +289,10 @@ void CpuOperation::start(const OpBuffers& buffers, const Status& caller_check) {
 void CpuOperation::start_bound() {
   const double start = CpuExecutor::now();
   const OpBuffers& buffers = bound_buffers();
-  CallDeadline::refuse_while_started(*state_, call_what_);
   if (!progress_thread_) return whole_.hold(*state_, call_what_, execute_bound());
+  CallDeadline::refuse_while_started(*state_, call_what_);
   started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); });
-  start_run(buffers,
-            state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr))),
-            start);
+  start_run(buffers, workspace_for(buffers), start);
 }
 
 void CpuOperation::start_run(const OpBuffers& buffers, void* work, double start) {
@@ -310,10 +318,7 @@ RunStats CpuOperation::finish() {
       op.started_deadline_.reset();
     }
   } done{*this};
-  RunStats stats = executor_->finish();
-  stats.run_s = executor_->last_end() - executor_->last_start();
-  stats.total_s = executor_->last_end() - started_at_;
-  return stats;
+  return call_stats(executor_->finish(), started_at_);
 }
 
 RunStats CpuOperation::execute_compute_only(const OpBuffers& buffers) {
