@@ -22,7 +22,11 @@ void check_runnable(Backend backend, const OpDesc& desc, const Schedule& s, cons
 std::array<char*, 5> bases_of(const OpDesc& desc, const Plan& plan, char* work, const OpBuffers& b) {
   const int64_t elem = int64_t(dtype_size(desc.dtype));
   return {static_cast<char*>(const_cast<void*>(b.a)), static_cast<char*>(const_cast<void*>(b.b)), static_cast<char*>(b.c),
-          b.gathered ? static_cast<char*>(b.gathered) : work + std::max<int64_t>(plan.gathered_offset, 0) * elem, work};
+          // No caller's G and no region for it: only hand_back copies write G, and they are skipped.
+          b.gathered                  ? static_cast<char*>(b.gathered)
+          : plan.gathered_offset >= 0 ? work + plan.gathered_offset * elem
+                                      : nullptr,
+          work};
 }
 
 }  // namespace cofuse::cuda::detail

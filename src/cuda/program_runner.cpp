@@ -230,6 +230,8 @@ void ProgramRunner::issue(const StreamOp& op, cudaStream_t stream) {
     }
     case StreamOpKind::copy: {
       const View& s = op.srcs[0].view;
+      // A hand_back copy into a gathered operand the caller did not pass (bases_of: no base).
+      if (op.dst.rank >= 0 && d.buf == Buf::gathered && !bases_[std::size_t(op.dst.rank)][std::size_t(Buf::gathered)]) return;
       // The host link is the copy engines whatever the engine: host staging is never a kernel's.
       const bool staged = op.dst.rank == cofuse::detail::kStagingRank || op.srcs[0].rank == cofuse::detail::kStagingRank;
       const std::size_t elem = dtype_size(type_of(op.dst));

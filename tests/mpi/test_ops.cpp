@@ -102,19 +102,32 @@ TEST_P(OpAgainstReference, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpAgainstReference, testing::ValuesIn(all_cases()), case_name);
 
-// ag_gemm without a gathered buffer uses internal workspace and must give the same C.
+// ag_gemm without a gathered buffer uses internal workspace and must give the same C. The
+// unfused baselines along k (A not transposed) gather into staging and copy into G only for a
+// caller's buffer: one Operation serves calls with and without one, in either order, and a
+// caller's G (poisoned first) is written whole.
 TEST(OpWithoutGathered, AgGemmUsesWorkspace) {
   const int rank = test::world_rank(), p = test::world_size();
-  for (Axis axis : {Axis::m, Axis::k}) {
-    OpDesc d{OpKind::ag_gemm, 6 * p, 4 * p, 3 * p, DType::f64, true, false, axis, p};
-    const LocalShapes s = d.local_shapes();
-    std::vector<double> a(s.a.elements()), b(s.b.elements()), c(s.c.elements());
-    fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 2 * rank);
-    fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 2 * rank + 1);
-    const OpBuffers buffers{a.data(), b.data(), c.data(), nullptr};
-    run(d, buffers, MPI_COMM_WORLD);
-    EXPECT_TRUE(check_against_reference(d, buffers, MPI_COMM_WORLD).passed()) << "axis " << to_string(axis);
-  }
+  for (Axis axis : {Axis::m, Axis::k})
+    for (bool trans_a : {true, false})
+      for (const char* schedule : {"serial", "serial-ring", "overlap=none,algo=direct", "overlap=chunk,chunks=2,algo=ring"}) {
+        OpDesc d{OpKind::ag_gemm, 6 * p, 4 * p, 3 * p, DType::f64, trans_a, false, axis, p};
+        SCOPED_TRACE(d.to_string() + " | " + schedule);
+        const LocalShapes s = d.local_shapes();
+        std::vector<double> a(s.a.elements()), b(s.b.elements()), c(s.c.elements()), g(s.gathered.elements());
+        fill_random(d.dtype, a.data(), a.size(), test::run_seed(), 2 * rank);
+        fill_random(d.dtype, b.data(), b.size(), test::run_seed(), 2 * rank + 1);
+        Operation operation(d, MPI_COMM_WORLD, *Schedule::parse(schedule));
+        for (bool with_g : {false, true, false}) {
+          fill_nan(d.dtype, c.data(), int64_t(c.size()));
+          fill_nan(d.dtype, g.data(), int64_t(g.size()));
+          const OpBuffers buffers{a.data(), b.data(), c.data(), with_g ? g.data() : nullptr};
+          operation.execute(buffers);
+          const CheckResult result = check_against_reference(d, buffers, MPI_COMM_WORLD);
+          EXPECT_TRUE(result.passed()) << "with G " << with_g;
+          if (with_g) { EXPECT_TRUE(result.gathered_ok); }
+        }
+      }
 }
 
 // One Operation, many calls: results are bitwise identical run after run.

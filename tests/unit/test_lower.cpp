@@ -9,6 +9,7 @@
 #include <array>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include "cofuse/model/plan.hpp"
@@ -225,7 +226,7 @@ class SymbolicRun {
             next_compute[std::size_t(r)] = t;
           }
           if (k.kind == TaskKind::recv && !mailbox_.count({k.peer, r, k.tag})) continue;
-          run_task(r, k);
+          if (!k.hand_back || own_gathered_) run_task(r, k);  // as the executors skip them
           done[std::size_t(r)][std::size_t(t)] = 1;
           --left;
           progress = true;
@@ -288,6 +289,8 @@ class SymbolicRun {
     Buf buf = v.buf;
     int64_t offset = v.offset;
     if (buf == Buf::gathered && !own_gathered_) {
+      // A plan without a G region writes G only in hand-backs, which run only with a caller's G.
+      if (plans_[std::size_t(r)].gathered_offset < 0) throw std::logic_error("G touched without a home in the workspace");
       buf = Buf::work;
       offset += plans_[std::size_t(r)].gathered_offset;
     }
@@ -469,6 +472,46 @@ TEST(Lower, GatheredOperandIsTheLastWorkspaceRegion) {
     const Plan plan = lower(d, s, 1);
     EXPECT_EQ(plan.gathered_offset + d.m * d.k, plan.work_elements) << s.to_string();
   }
+}
+
+// Along k (A not transposed) a shard is a column block of G, strided in it: the unfused
+// baselines receive whole shards contiguously into the workspace, as the hand-written allgather
+// does, multiply from there, and copy into G only what a caller's gathered buffer needs.
+TEST(Lower, UnfusedGatherAlongKReceivesWholeShardsContiguously) {
+  for (bool trans_a : {false, true})
+    for (int p : {2, 3})
+      for (const Schedule& s : enumerate_schedules(OpDesc{OpKind::ag_gemm, 6, 6, 12, DType::f32, trans_a, false, Axis::k, p})) {
+        if (s.overlap != Overlap::none) continue;
+        const OpDesc d{OpKind::ag_gemm, 6, 6, 12, DType::f32, trans_a, false, Axis::k, p};
+        const Plan plan = lower(d, s, 1);
+        int hand_backs = 0;
+        for (const Task& t : plan.tasks) {
+          if (t.kind == TaskKind::recv || t.kind == TaskKind::send || t.kind == TaskKind::collective) {
+            EXPECT_TRUE(t.x.contiguous() && t.z.contiguous()) << t.label << " | " << s.to_string();
+            if (!trans_a) { EXPECT_NE(t.z.buf, Buf::gathered) << t.label << ": G is strided along k | " << s.to_string(); }
+          }
+          if (t.kind == TaskKind::gemm) { EXPECT_TRUE(t.x.contiguous()) << t.label << " | " << s.to_string(); }
+          if (t.hand_back) {
+            ++hand_backs;
+            EXPECT_EQ(t.z.buf, Buf::gathered) << t.label;
+          } else if (!trans_a) {
+            EXPECT_NE(t.z.buf, Buf::gathered) << t.label << ": only hand-backs write G | " << s.to_string();
+          }
+        }
+        // Transposed, a shard is a row block of stored G, contiguous: received into G as before.
+        EXPECT_EQ(hand_backs, trans_a ? 0 : p) << s.to_string();
+        EXPECT_EQ(plan.gathered_offset < 0, !trans_a) << s.to_string();
+        if (!trans_a) { EXPECT_EQ(plan.workspace_bytes(false), plan.workspace_bytes(true)) << "S is needed with a caller's G too"; }
+        EXPECT_EQ(find_race(plan), "") << s.to_string();
+        // Every product once, and a caller's G whole, with a caller's G and without one.
+        std::vector<Plan> plans;
+        for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
+        for (bool own_gathered : {false, true}) {
+          SymbolicRun run(d, plans, own_gathered);
+          EXPECT_EQ(run.run(), "") << s.to_string() << " own G " << own_gathered;
+          EXPECT_EQ(run.check_outputs(), "") << s.to_string() << " own G " << own_gathered;
+        }
+      }
 }
 
 TEST(Lower, SerialIsTheBaseline) {

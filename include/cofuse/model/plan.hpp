@@ -91,6 +91,9 @@ struct Task {
   int64_t bytes = 0;                      // bytes moved (communication, copies)
   double flops = 0;                       // gemm: 2·m·n·k; reduce: elements
   std::string label;                      // short human name, e.g. "gemm shard 2 piece 1"
+  bool hand_back = false;                 // unpack into G that only a caller's gathered buffer
+                                          // needs: executors may skip it when the caller passes
+                                          // none (nothing reads G then; see lower_gather.cpp)
 };
 
 struct Plan {
@@ -102,7 +105,8 @@ struct Plan {
                                   // follows it: workspace_bytes() is what a call needs)
   int64_t gathered_offset = -1;   // ag_gemm: where the gathered operand lives in the workspace
                                   // when the caller passes no gathered buffer; it is the last
-                                  // region, so with a caller's buffer only this much is needed
+                                  // region, so with a caller's buffer only this much is needed.
+                                  // -1 where G is written only by hand_back tasks (no home needed)
   int64_t wide_elements = 0;      // the wide workspace (f32 partial sums, wire=f32), in f32
   std::string order;              // how chunk order avoids deadlock, in words
 

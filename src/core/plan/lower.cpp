@@ -83,6 +83,7 @@ std::string Plan::dump() const {
   out << "work     " << work_elements << " elements (" << work_elements * int64_t(dtype_size(buffer_dtype(desc, Buf::work)))
       << " bytes)";
   if (gathered_offset >= 0) out << "; G is the caller's gathered buffer, or W+" << gathered_offset;
+  else if (desc.op == OpKind::ag_gemm) out << "; G is the caller's gathered buffer, written (hand back) only when passed";
   if (wide_elements > 0) out << "; F: " << wide_elements << " f32 partial sums from byte " << wide_offset_bytes();
   out << "\n";
   out << "buffers  A, B, C: the caller's; G: gathered A; W: workspace";

@@ -5,7 +5,8 @@
 //
 // Every rank first computes with its own shard (no communication needed), then with each
 // arriving piece. The gathered operand G (stored like A) receives every shard: the caller's
-// buffer or the plan's workspace.
+// buffer or the plan's workspace; the unfused baselines along k stage whole shards instead and
+// hand them back to a caller's G only (`staged`, below).
 #include <set>
 
 #include "core/plan/builder.hpp"
@@ -31,12 +32,15 @@ Plan lower_gather(PlanBuilder& pb) {
   const int64_t ldB = d.trans_b ? d.k : n_loc;
   const int64_t ldC = n_loc;
   // G goes at the end of the workspace, so a caller who passes its own gathered buffer needs
-  // only the part before it (Plan::gathered_offset).
+  // only the part before it (Plan::gathered_offset); a staged plan gives it no region at all.
   const std::string multiply_all = axis_m ? "one GEMM" : "one GEMM per shard";  // the unfused baselines'
+  const bool unfused = s.overlap == Overlap::none;
+  bool staged = false;  // see `staged` below
   auto finish = [&](const std::string& order) {
-    pb.plan().gathered_offset = pb.alloc(d.m * d.k);
+    if (!staged) pb.plan().gathered_offset = pb.alloc(d.m * d.k);
     return pb.finish(s.overlap == Overlap::none && s.algo != Algo::coll
-                         ? "unfused: G complete first, then " + multiply_all + "; " + order
+                         ? std::string(staged ? "unfused: every shard staged first" : "unfused: G complete first") +
+                               ", then " + multiply_all + "; " + order
                          : order);
   };
 
@@ -65,12 +69,24 @@ Plan lower_gather(PlanBuilder& pb) {
     return pb.gemm(name("gemm", j, qi), z, x, d.trans_a, y, d.trans_b, accumulate, std::move(deps), step, qi);
   };
 
+  // Staged (the unfused baselines along k, A not transposed): shards are column blocks of G, so
+  // a shard is strided in G. These baselines then receive whole shards into S, a workspace region
+  // of shards one after another (what the hand-written allgather receives), multiply from S (the
+  // own shard from A), and copy them into G only for a caller who passes a gathered buffer (the
+  // hand_back tasks, after every GEMM). Receiving into G's strided layout cost Open MPI 1.15-1.8x
+  // the contiguous allgather (2 ranks, shared memory, M = 4-256, K = 512, Intel Xeon model 167),
+  // and the serial call 4-11% over the hand-written one.
+  const Piece whole{{0, a_rows}, {0, a_cols}};
+  staged = unfused && !axis_m && !g_view(0, whole).contiguous();
+  const int64_t shard_elements = a_rows * a_cols;
+  const int64_t s_offset = staged ? pb.alloc(d.m * d.k) : 0;
+  auto s_view = [&](int j) { return op_view(Buf::work, s_offset + j * shard_elements, ldA, d.trans_a, whole.rows, whole.cols); };
+
   // The unfused baselines (overlap=none) gather whole shards first, then multiply all of G: along
   // m one GEMM; along k one GEMM per shard (C += G's column block j · B's row block j), as the
   // hand-written gather-then-multiply does. OpenBLAS 0.3.21 ran the single GEMM over all of K
   // 1.10-1.18x slower at M <= 4 (N = K = 512 and 2048) and 2.1x at M = 8 (K = 512), and never
   // faster where M >= 16 (bench_baseline_vs_plain, 2 ranks, Intel Xeon model 167).
-  const bool unfused = s.overlap == Overlap::none;
   auto gemm_all = [&](std::vector<int> gathered) {
     if (axis_m) {
       const View g = op_view(Buf::gathered, 0, ldG, d.trans_a, {0, d.m}, {0, d.k});
@@ -78,14 +94,22 @@ Plan lower_gather(PlanBuilder& pb) {
               op_view(Buf::b, 0, ldB, d.trans_b, {0, d.k}, {0, n_loc}), d.trans_b, false, std::move(gathered), 0, 0);
       return;
     }
-    const Piece whole{{0, a_rows}, {0, a_cols}};
-    for (int j = 0; j < P; ++j) gemm(j, 0, whole, g_view(j, whole), gathered, 0);
+    if (!staged) {
+      for (int j = 0; j < P; ++j) gemm(j, 0, whole, g_view(j, whole), gathered, 0);
+      return;
+    }
+    std::vector<int> gemms;
+    for (int j = 0; j < P; ++j) gemms.push_back(gemm(j, 0, whole, j == r ? a_view(whole) : s_view(j), gathered, 0));
+    for (int j = 0; j < P; ++j) {
+      const int copy = pb.copy(TaskKind::unpack, name("hand back", j, 0), j == r ? a_view(whole) : s_view(j),
+                               g_view(j, whole), gemms, 0, 0);
+      pb.plan().tasks[std::size_t(copy)].hand_back = true;
+    }
   };
   if (unfused && s.algo == Algo::coll) {
-    // One allgather of whole shards straight into G (a strided datatype where shards are column
-    // blocks of G).
-    const Piece whole{{0, a_rows}, {0, a_cols}};
-    gemm_all({pb.collective("allgather", Collective::allgather, a_view(whole), g_view(0, whole), shard_stride, {}, 0)});
+    // One allgather of whole shards straight into G, or into S where they are strided in G.
+    gemm_all({staged ? pb.collective("allgather", Collective::allgather, a_view(whole), s_view(0), shard_elements, {}, 0)
+                     : pb.collective("allgather", Collective::allgather, a_view(whole), g_view(0, whole), shard_stride, {}, 0)});
     return finish("one collective, then " + multiply_all);
   }
 
@@ -124,6 +148,10 @@ Plan lower_gather(PlanBuilder& pb) {
     int in_g;
   };
   auto receive = [&](int j, int qi, int peer, int tag, int step) {
+    if (staged) {  // a whole shard (overlap=none), contiguous in S
+      const int rv = pb.recv(name("recv", j, qi), s_view(j), peer, tag, {}, step, qi);
+      return Arrival{s_view(j), rv, rv};
+    }
     const View g = g_view(j, pieces[qi]);
     if (uniform && !g.contiguous()) {
       const View slot = staging(g);
@@ -135,8 +163,8 @@ Plan lower_gather(PlanBuilder& pb) {
     return Arrival{g, rv, rv};
   };
   auto place_own_shard = [&] {
-    const Piece whole{{0, a_rows}, {0, a_cols}};
-    gathered.push_back(pb.copy(TaskKind::unpack, "place own shard in G", a_view(whole), g_view(r, whole), {}, 0, 0));
+    if (!staged)  // staged: multiplied from A, and handed back with the others
+      gathered.push_back(pb.copy(TaskKind::unpack, "place own shard in G", a_view(whole), g_view(r, whole), {}, 0, 0));
     if (unfused) gemm_all(gathered);
   };
   auto tag = [&](int step, int qi) { return step * np + qi; };

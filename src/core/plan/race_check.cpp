@@ -22,7 +22,8 @@ namespace cofuse {
 namespace {
 
 // A view with its offset in one address space: the workspace and the gathered operand are one
-// space when the gathered operand lives in the workspace (its last region).
+// space when the gathered operand lives in the workspace (its last region); a plan without that
+// region writes G only into a caller's buffer, a space of its own.
 struct Footprint {
   int space = 0;
   View view;
@@ -30,8 +31,9 @@ struct Footprint {
 };
 
 Footprint footprint(const Plan& plan, View v, bool writes) {
-  const int space = v.buf == Buf::gathered ? int(Buf::work) : int(v.buf);
-  if (v.buf == Buf::gathered) v.offset += std::max<int64_t>(plan.gathered_offset, 0);
+  const bool in_work = v.buf == Buf::gathered && plan.gathered_offset >= 0;
+  const int space = in_work ? int(Buf::work) : int(v.buf);
+  if (in_work) v.offset += plan.gathered_offset;
   if (v.contiguous()) v = View{v.buf, v.offset, 1, v.elements(), std::max<int64_t>(v.elements(), 1)};  // one span
   return {space, v, writes};
 }

@@ -22,10 +22,12 @@ class CallDeadline {
   /// made, so its calls do not read the environment (a decode call is ~10 us: every 100 ns counts).
   /// Throws Error(invalid_argument) while a started call on the communicator has not finished
   /// (CommState::started): every cofuse call arms a deadline before its first collective.
-  CallDeadline(CommState& state, double requested_s, const std::string& what, std::function<std::string()> describe)
+  /// now_s: the call's start if it has just read it (Watchdog::arm), else < 0.
+  CallDeadline(CommState& state, double requested_s, const std::string& what, std::function<std::string()> describe,
+               double now_s = -1)
       : watchdog_(state.watchdog), guarded_(refuse_while_started(state, what).watchdog.armed()) {
     if (guarded_) watchdog_.set_current(what, std::move(describe));
-    else watchdog_.arm(effective_deadline(requested_s), state.comm, state.rank, what, std::move(describe));
+    else watchdog_.arm(effective_deadline(requested_s), state.comm, state.rank, what, std::move(describe), now_s);
   }
   ~CallDeadline() { guarded_ ? watchdog_.clear_current() : watchdog_.disarm(); }
 

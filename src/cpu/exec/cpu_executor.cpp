@@ -96,6 +96,24 @@ bool CpuExecutor::deps_done(const Task& task) const {
 
 void CpuExecutor::mark_done(int task) {
   times_[task].end = now();
+  if (one_thread()) {
+    last_tick_ = times_[task].end;
+    tick_fresh_ = true;
+  }
+  done_[task].store(1, std::memory_order_release);
+}
+
+double CpuExecutor::task_start() {
+  if (one_thread() && tick_fresh_) {
+    tick_fresh_ = false;
+    return last_tick_;
+  }
+  return now();
+}
+
+void CpuExecutor::mark_skipped(int task) {
+  // A zero-length task, at the last time this thread read (on one thread: no read at all).
+  times_[task].start = times_[task].end = one_thread() ? last_tick_ : now();
   done_[task].store(1, std::memory_order_release);
 }
 
@@ -112,13 +130,11 @@ void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
   const Task& t = plan_.tasks[index];
   started_[index].store(1, std::memory_order_relaxed);
   if (skip_gemm_ && t.kind == TaskKind::gemm) {
-    times_[index].start = now();  // a zero-length task: no GEMM ran
-    mark_done(index);
-    times_[index].end = times_[index].start;
+    mark_skipped(index);  // no GEMM ran
     return;
   }
   const DType dtype = plan_.desc.dtype;
-  times_[index].start = now();
+  times_[index].start = task_start();
   if (t.kind == TaskKind::reduce) {
     add_view(type_of(t.z), pointer(t.x), t.x, pointer(t.z), t.z);
   } else {
@@ -134,7 +150,10 @@ void CpuExecutor::run_compute_task(int index, bool tiled, bool make_progress) {
       gemm(dtype, rows, t.z.cols, k, {static_cast<char*>(pointer(t.x)) + x_offset * elem, t.x.ld, t.trans_x},
            {pointer(t.y), t.y.ld, t.trans_y}, static_cast<char*>(pointer(t.z)) + row * t.z.ld * c_elem, t.z.ld,
            t.accumulate, c_type);
-      if (tiled && make_progress) progress();
+      if (tiled && make_progress) {
+        progress();
+        tick_fresh_ = false;  // the next tile runs before anything else starts
+      }
     }
   }
   mark_done(index);
@@ -156,9 +175,11 @@ void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
   base_[static_cast<int>(Buf::c)] = static_cast<char*>(buffers.c);
   base_[static_cast<int>(Buf::work)] = static_cast<char*>(work);
   base_[static_cast<int>(Buf::wide)] = static_cast<char*>(work) + plan_.wide_offset_bytes();
-  base_[static_cast<int>(Buf::gathered)] =
-      buffers.gathered ? static_cast<char*>(buffers.gathered)
-                       : static_cast<char*>(work) + std::max<int64_t>(plan_.gathered_offset, 0) * elem;
+  caller_gathered_ = buffers.gathered != nullptr;
+  // No caller's G and no region for it: only hand_back tasks write G, and they are skipped.
+  base_[static_cast<int>(Buf::gathered)] = buffers.gathered               ? static_cast<char*>(buffers.gathered)
+                                           : plan_.gathered_offset >= 0 ? static_cast<char*>(work) + plan_.gathered_offset * elem
+                                                                        : nullptr;
   for (std::size_t i = 0; i < plan_.tasks.size(); ++i) {
     done_[i].store(0, std::memory_order_relaxed);
     started_[i].store(0, std::memory_order_relaxed);
@@ -171,6 +192,8 @@ RunStats CpuExecutor::run_compute_only(const OpBuffers& buffers, void* work) {
     throw Error(ErrorCode::invalid_argument, "this operation failed in an earlier call and cannot run again (" + broken_ + ")");
   if (async_) throw Error(ErrorCode::internal, "executor: run_compute_only() while a started run has not finished");
   const double start = now();
+  last_tick_ = start;
+  tick_fresh_ = true;
   bind(buffers, work);
   // No communication runs here, so there is no order to check.
   for (int index : compute_order_) run_compute_task(index, tiled_, false);
@@ -194,6 +217,8 @@ void CpuExecutor::reset_run(const OpBuffers& buffers, void* work) {
     throw Error(ErrorCode::invalid_argument,
                 "this operation failed in an earlier call and cannot run again (" + broken_ + "); create a new one");
   run_start_ = now();
+  last_tick_ = run_start_;
+  tick_fresh_ = true;
   bind(buffers, work);
   for (CommTask& c : ctasks_) c.posted = false;
   first_unposted_ = 0;
@@ -286,6 +311,7 @@ void CpuExecutor::start(const OpBuffers& buffers, void* work) {
   // Made here, not at construction, for a schedule whose calls all run on one thread otherwise.
   if (!thread_.joinable()) thread_ = std::thread([this] { progress_thread_main(); });
   async_ = true;  // published to the progress thread by compute_threaded's lock
+  tick_fresh_ = false;  // two threads from here on: every time is read
   compute_threaded();
   if (!compute_failure_.empty()) finish_threaded();  // waits for the communication engine, then throws
 }
@@ -298,7 +324,7 @@ RunStats CpuExecutor::finish() {
 // This rank's times of the call, by the one time arithmetic (core/exec_model/times.hpp).
 RunStats CpuExecutor::phase_times(double start) {
   last_start_ = start;
-  last_end_ = now();
+  last_end_ = one_thread() && tick_fresh_ ? last_tick_ : now();  // the last task's end, read just now
   return run_stats(breakdown(plan_, times_, last_end_ - start, time_scratch_));
 }
 

@@ -100,7 +100,7 @@ void CpuExecutor::post(int slot) {
   const Task& t = plan_.tasks[c.task];
   check_order(c.task);
   MPI_Request* request = &requests_[slot];
-  times_[c.task].start = now();
+  times_[c.task].start = task_start();
   started_[c.task].store(1, std::memory_order_relaxed);
   switch (t.kind) {
     case TaskKind::send:
@@ -166,11 +166,15 @@ bool CpuExecutor::progress() {
     if (!deps_done(t)) continue;
     if (c.local) {
       check_order(c.task);
-      times_[c.task].start = now();
       started_[c.task].store(1, std::memory_order_relaxed);
-      convert_view(type_of(t.x), pointer(t.x), t.x, type_of(t.z), pointer(t.z), t.z);
+      if (t.hand_back && !caller_gathered_) {
+        mark_skipped(c.task);  // it fills a caller's gathered buffer; without one nothing reads G
+      } else {
+        times_[c.task].start = task_start();
+        convert_view(type_of(t.x), pointer(t.x), t.x, type_of(t.z), pointer(t.z), t.z);
+        mark_done(c.task);
+      }
       c.posted = true;
-      mark_done(c.task);
       --comm_left_;
     } else {
       post(static_cast<int>(i));
@@ -178,6 +182,9 @@ bool CpuExecutor::progress() {
     changed = true;
   }
   if (inflight_ > 0) {
+    // MPI's progress can do real work (shared-memory copies): a later task does not start at a
+    // time read before it.
+    if (one_thread()) tick_fresh_ = false;
     int count = 0;
     mpi_check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, completed_.data(),
                            MPI_STATUSES_IGNORE),

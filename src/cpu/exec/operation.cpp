@@ -186,7 +186,7 @@ CpuOperation::CpuOperation(const OpDesc& desc, MPI_Comm comm, const Schedule& sc
 RunStats CpuOperation::execute_with(const OpBuffers& buffers, bool comm_only, const Status& caller_check) {
   const double start = CpuExecutor::now();
   // Armed before the first collective: a dead peer can hang the buffer check too.
-  const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); });
+  const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); }, start);
   void* work = agree_to_run(buffers, caller_check);
   return timed_run(buffers, work, comm_only, start);
 }
@@ -262,7 +262,7 @@ const OpBuffers& CpuOperation::bound_buffers() const {
 RunStats CpuOperation::execute_bound() {
   const double start = CpuExecutor::now();
   const OpBuffers& buffers = bound_buffers();
-  const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); });
+  const CallDeadline deadline(*state_, deadline_s_, call_what_, [this] { return executor_->waiting_for(); }, start);
   // bind() reserved it, and a workspace only grows, so this allocates nothing and cannot fail.
   return timed_run(buffers, workspace_for(buffers), false, start);
 }

@@ -17,16 +17,20 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::arm(double seconds, MPI_Comm comm, int rank, const std::string& what, std::function<std::string()> describe) {
+void Watchdog::arm(double seconds, MPI_Comm comm, int rank, const std::string& what, std::function<std::string()> describe,
+                   double now_s) {
   if (seconds <= 0) return;
+  using clock = std::chrono::steady_clock;
+  const clock::time_point now =
+      now_s >= 0 ? clock::time_point(std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(now_s)))
+                 : clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     armed_ = true;
     ++generation_;
     seconds_ = seconds;
-    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                        std::chrono::duration<double>(seconds));
+    deadline_ = now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
     comm_ = comm;
     rank_ = rank;
     what_ = what;  // into the capacity of the last call's text: no allocation per call

@@ -29,7 +29,10 @@ class Watchdog {
   /// in WHAT; " + describe() to stderr and calls MPI_Abort(comm, 124). describe runs on the
   /// watchdog's thread and must be safe to call while the op runs. `what` is copied into storage
   /// kept between calls, so arming a call allocates nothing once the text has fitted.
-  void arm(double seconds, MPI_Comm comm, int rank, const std::string& what, std::function<std::string()> describe);
+  /// now_s: the caller's reading of the time, on CpuExecutor::now()'s clock (steady_clock, in
+  /// seconds), or < 0 to read it here (a call that has just read it saves a read).
+  void arm(double seconds, MPI_Comm comm, int rank, const std::string& what, std::function<std::string()> describe,
+           double now_s = -1);
   void disarm();
   /// Whether a deadline is armed (an outer guard's, say: then calls inside it only describe).
   bool armed();

@@ -278,6 +278,9 @@ class EventSimulator {
       }
       case TaskKind::pack:
       case TaskKind::unpack: {
+        // hand_back copies are charged: the model prices a call that passes its gathered buffer
+        // (as cofuse bench does); without one the executors skip them, and the unfused baselines
+        // along k predict a little high (P copies of A's shards).
         Activity a;
         a.kind = Kind::copy;
         a.rank = rank;
