@@ -81,6 +81,7 @@ Plan lower_gather(PlanBuilder& pb) {
   const int64_t shard_elements = a_rows * a_cols;
   const int64_t s_offset = staged ? pb.alloc(d.m * d.k) : 0;
   auto s_view = [&](int j) { return op_view(Buf::work, s_offset + j * shard_elements, ldA, d.trans_a, whole.rows, whole.cols); };
+  auto staged_shard = [&](int j) { return j == r ? a_view(whole) : s_view(j); };  // where shard j is multiplied from
 
   // The unfused baselines (overlap=none) gather whole shards first, then multiply all of G: along
   // m one GEMM; along k one GEMM per shard (C += G's column block j · B's row block j), as the
@@ -99,17 +100,16 @@ Plan lower_gather(PlanBuilder& pb) {
       return;
     }
     std::vector<int> gemms;
-    for (int j = 0; j < P; ++j) gemms.push_back(gemm(j, 0, whole, j == r ? a_view(whole) : s_view(j), gathered, 0));
+    for (int j = 0; j < P; ++j) gemms.push_back(gemm(j, 0, whole, staged_shard(j), gathered, 0));
     for (int j = 0; j < P; ++j) {
-      const int copy = pb.copy(TaskKind::unpack, name("hand back", j, 0), j == r ? a_view(whole) : s_view(j),
-                               g_view(j, whole), gemms, 0, 0);
+      const int copy = pb.copy(TaskKind::unpack, name("hand back", j, 0), staged_shard(j), g_view(j, whole), gemms, 0, 0);
       pb.plan().tasks[std::size_t(copy)].hand_back = true;
     }
   };
   if (unfused && s.algo == Algo::coll) {
     // One allgather of whole shards straight into G, or into S where they are strided in G.
-    gemm_all({staged ? pb.collective("allgather", Collective::allgather, a_view(whole), s_view(0), shard_elements, {}, 0)
-                     : pb.collective("allgather", Collective::allgather, a_view(whole), g_view(0, whole), shard_stride, {}, 0)});
+    gemm_all({pb.collective("allgather", Collective::allgather, a_view(whole), staged ? s_view(0) : g_view(0, whole),
+                            staged ? shard_elements : shard_stride, {}, 0)});
     return finish("one collective, then " + multiply_all);
   }
 

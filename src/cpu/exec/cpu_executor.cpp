@@ -175,7 +175,6 @@ void CpuExecutor::bind(const OpBuffers& buffers, void* work) {
   base_[static_cast<int>(Buf::c)] = static_cast<char*>(buffers.c);
   base_[static_cast<int>(Buf::work)] = static_cast<char*>(work);
   base_[static_cast<int>(Buf::wide)] = static_cast<char*>(work) + plan_.wide_offset_bytes();
-  caller_gathered_ = buffers.gathered != nullptr;
   // No caller's G and no region for it: only hand_back tasks write G, and they are skipped.
   base_[static_cast<int>(Buf::gathered)] = buffers.gathered               ? static_cast<char*>(buffers.gathered)
                                            : plan_.gathered_offset >= 0 ? static_cast<char*>(work) + plan_.gathered_offset * elem

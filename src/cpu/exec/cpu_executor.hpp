@@ -143,7 +143,6 @@ class CpuExecutor {
   bool tiled_ = false;
   bool blocking_collectives_ = false;  // overlap=none: nothing to overlap, use blocking collectives
   bool skip_gemm_ = false;             // run_comm_only: GEMM tasks complete without computing
-  bool caller_gathered_ = false;       // this call passes a gathered buffer: hand_back tasks copy
   bool async_ = false;                 // between start() and finish(): the progress thread drives
                                        // every message, with non-blocking collectives
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order

@@ -167,8 +167,8 @@ bool CpuExecutor::progress() {
     if (c.local) {
       check_order(c.task);
       started_[c.task].store(1, std::memory_order_relaxed);
-      if (t.hand_back && !caller_gathered_) {
-        mark_skipped(c.task);  // it fills a caller's gathered buffer; without one nothing reads G
+      if (t.hand_back && !base_[static_cast<int>(Buf::gathered)]) {
+        mark_skipped(c.task);  // it fills a caller's gathered buffer; without one G has no memory and no reader
       } else {
         times_[c.task].start = task_start();
         convert_view(type_of(t.x), pointer(t.x), t.x, type_of(t.z), pointer(t.z), t.z);

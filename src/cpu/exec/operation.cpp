@@ -275,7 +275,7 @@ void CpuOperation::start(const OpBuffers& buffers, const Status& caller_check) {
   if (!progress_thread_) return whole_.hold(*state_, call_what_, execute_with(buffers, false, caller_check));
   // Before the deadline is replaced, so that a refused second start() leaves the first one's armed.
   CallDeadline::refuse_while_started(*state_, call_what_);
-  started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); });
+  started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); }, start);
   void* work = nullptr;
   try {
     work = agree_to_run(buffers, caller_check);
@@ -291,7 +291,7 @@ void CpuOperation::start_bound() {
   const OpBuffers& buffers = bound_buffers();
   if (!progress_thread_) return whole_.hold(*state_, call_what_, execute_bound());
   CallDeadline::refuse_while_started(*state_, call_what_);
-  started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); });
+  started_deadline_.emplace(*state_, deadline_s_, started_what_, [this] { return executor_->waiting_for(); }, start);
   start_run(buffers, workspace_for(buffers), start);
 }
 
