@@ -54,8 +54,10 @@ struct LinearConfig {
   /// (memory: T·in elements per rank, held from forward to backward) or gather it again in
   /// backward (time: one more all-gather of the input). Ignored otherwise.
   bool keep_gathered_input = true;
-  /// Column-parallel: compute the weight gradient on a second thread while the data gradient's
-  /// communication runs (seed 000's "runtime overlap" across ops). Off: one after the other.
+  /// Column-parallel: start the data gradient's op, compute the weight gradient while its
+  /// communication moves on the op's progress thread, then finish it (Operation::start and
+  /// finish: seed 000's "runtime overlap" across ops, as Megatron's column-parallel backward and
+  /// cofuse.torch's layers do). Off: one after the other.
   bool overlap_wgrad = false;
   /// A schedule per GEMM that communicates (the others are local GEMMs and ignore theirs);
   /// nullopt = auto: the planner's candidates on `profile`, settled by measurement on the

@@ -106,14 +106,15 @@ class Operation {
   /// Megatron-style layers hide the input gradient's all-reduce behind the weight gradient:
   ///   op.start(buffers);  /* the caller's own computation */  RunStats s = op.finish();
   /// start() makes the same agreement (or none, bound) and checks as execute(), runs this rank's
-  /// GEMMs on the calling thread and returns once they are done, with the rest of the
-  /// communication in flight on the operation's progress thread: every schedule runs so when
+  /// GEMMs on the calling thread and returns once the communication needs none of what is left
+  /// (below), with the rest of the communication in flight on the operation's progress thread:
+  /// every schedule runs so when
   /// started (non-blocking collectives, polled every ExecSettings::poll_us; a schedule without a
   /// progress thread gets one at its first start()). That needs MPI_THREAD_SERIALIZED or more,
   /// and MPI_THREAD_MULTIPLE if the caller itself calls MPI before finish(); below it, and in an
   /// `auto` operation still tuning (its race times whole calls), start() runs the whole call and
-  /// finish() returns at once, with the same rules in between. finish() waits for the
-  /// communication; its RunStats time the call from start() to the end of the communication.
+  /// finish() returns at once, with the same rules in between. finish() runs what start() left
+  /// and waits for the communication; its RunStats time the call from start() to the end of both.
   /// Until finish() returns: the outputs (C, and a gathered buffer) are not yet written, the
   /// inputs must not change, task_times() is not this call's, and no other cofuse call may run on
   /// this communicator: every one (a second start(), poison_workspace(), execute_compute_only(),
@@ -121,15 +122,26 @@ class Operation {
   /// would interleave with this call's and the workspace is this call's. Free the communicator
   /// only after finish(). The deadline (ExecSettings::deadline_s) runs from start() to finish(),
   /// the caller's own work in between included; a DeadlineGuard must enclose both or neither.
-  /// An Operation destroyed between the two finishes the call first. Throws as execute() does:
-  /// a failure of this rank's GEMMs from start(), a failure of the communication from finish();
-  /// finish() without a started call throws invalid_argument. For ag_gemm the GEMMs need the
-  /// gathered shards, so start() returns only once nearly all of its communication is done.
+  /// An Operation destroyed between the two finishes the call first (the GEMMs left included).
+  /// Throws as execute() does: a failure of the GEMMs start() runs from start(), one of the
+  /// communication or of what finish() runs from finish() (such a GEMM failure also stops the
+  /// communication, and the peers end at the deadline, as a failure in start() does);
+  /// finish() without a started call throws invalid_argument. start() hands the thread back as
+  /// soon as it would have to wait for a message while nothing the communication still does
+  /// needs the compute left: an ag_gemm's pieces of the shards still in flight, and a gemm_rs's
+  /// reduction of the last partial that arrives, then run in finish() as their data arrives (a
+  /// ring's forwarding reductions, which later messages wait for, still run in start()).
   void start(const OpBuffers& buffers);
   /// start(buffers) with the caller's own verdict on its buffers, as execute(buffers, caller_check).
   void start(const OpBuffers& buffers, const Status& caller_check);
   void start();
   RunStats finish();
+  /// Not collective, cheap: whether the started call's communication has all completed (or
+  /// failed), so that finish() waits for no message; it may still run the GEMMs and reductions
+  /// start() left. For a caller with several pieces of work of its own: it can run them while
+  /// this is false and keep the rest for later. True when no call is started, and for a call
+  /// started whole (an `auto` operation still tuning).
+  bool communication_done() const;
 
   /// Measurement aid (NOT collective, no communication at all): runs only this rank's
   /// compute-engine tasks, in plan order and with the same GEMM pieces and tiles as execute(),

@@ -41,12 +41,15 @@ def _results(result, torch_like, out, gathered):
 
 
 class Work:
-    """A started op (async_op=True): its GEMMs are done, its communication is in flight on its
-    progress thread. wait() (collective, as the call is) waits for it and returns what the call
-    would have returned; later wait()s return the same. Until wait() returns, the results are
-    not written, the operands must not change, and no other cofuse call may run on the
-    communicator (each raises cofuse.Error naming the started call). A Work dropped unwaited
-    waits then."""
+    """A started op (async_op=True): the GEMMs it could run are done, its communication is in
+    flight on its progress thread. wait() (collective, as the call is) waits for it, runs what
+    only consumes data still arriving (an ag_gemm's last pieces, a gemm_rs's last reduction),
+    and returns what the call would have returned; later wait()s return the same. Until wait()
+    returns, the results are not written, the operands must not change, and no other cofuse call
+    may run on the communicator (each raises cofuse.Error naming the started call). A Work
+    dropped unwaited waits then. communication_done() (not collective, cheap) tells whether the
+    communication has completed: a caller with several pieces of work of its own can run them
+    while it is False and keep the rest for later."""
 
     def __init__(self, work, torch_like, out, gathered):
         self._work, self._torch_like, self._out, self._gathered = work, torch_like, out, gathered
@@ -58,6 +61,11 @@ class Work:
         return self._result
 
     waited = property(lambda self: self._work.waited, doc="Whether wait() has returned.")
+
+    def communication_done(self):
+        """Whether the call's communication has completed (or failed), so that wait() waits for no
+        message; True once waited."""
+        return self._work.communication_done()
 
 
 def _call(op, a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered, async_op=False):
@@ -86,10 +94,10 @@ def ag_gemm(a, b, comm, *, axis="m", trans_a=False, trans_b=False, schedule="aut
       to write it into.
     profile: the machine profile "auto" plans on (a shipped name or a file); None = the rule
       ($COFUSE_PROFILE, else a calibration of comm, measured once and cached).
-    async_op: True = return a cofuse.Work as soon as this rank's GEMMs are done, with the
-      communication still moving on the op's progress thread, so that the caller can compute
-      meanwhile (a weight gradient while the input gradient is reduced); work.wait() returns
-      the result. While it moves, no other cofuse call may run on comm (docs/python.md).
+    async_op: True = return a cofuse.Work as soon as the communication needs none of this
+      rank's GEMMs left (those wait() runs as their shards arrive), with the communication still
+      moving on the op's progress thread, so that the caller can compute meanwhile (a weight
+      gradient while the input gradient is reduced); work.wait() returns the result. While it moves, no other cofuse call may run on comm (docs/python.md).
     Returns C_r, or (C_r, gathered) when gathered is True (or a Work that returns them).
     """
     return _call("ag_gemm", a, b, comm, axis, trans_a, trans_b, schedule, profile, out, gathered, async_op)

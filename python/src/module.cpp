@@ -90,7 +90,8 @@ PYBIND11_MODULE(_cofuse, m) {
         deliver_log();
         return result;
       })
-      .def_property_readonly("waited", &Work::waited);
+      .def_property_readonly("waited", &Work::waited)
+      .def("communication_done", &Work::communication_done);
 
   pyb::class_<OpHandle, std::shared_ptr<OpHandle>>(m, "Operation")
       .def(pyb::init([](const std::string& op, int64_t m_, int64_t n, int64_t k, pyb::handle comm_object,

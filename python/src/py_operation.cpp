@@ -206,6 +206,11 @@ void OpHandle::start(const Matrix& a, const Matrix& b, const Matrix& out, const 
   call(a, b, out, gathered, problem, true);
 }
 
+bool OpHandle::communication_done() const {
+  const auto lock = lock_running();
+  return !op_ || !started_ || op_->communication_done();
+}
+
 void OpHandle::finish() {
   pyb::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> lock(running_);

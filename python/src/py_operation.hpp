@@ -62,6 +62,9 @@ class OpHandle {
   void start(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
   void finish();
   bool started() const { return started_; }
+  /// Not collective: whether the started call's communication has completed
+  /// (Operation::communication_done); true when none is started or the handle is released.
+  bool communication_done() const;
 
   /// For bench/python_overhead.py: `calls` runs of the C++ execute() on these buffers in a C++
   /// loop, with none of the binding's work; returns seconds per call. COLLECTIVE. The buffers
@@ -129,6 +132,9 @@ class Work {
   /// A call that failed raises its error again on every later wait().
   pybind11::object wait();
   bool waited() const { return !handle_ && failure_.empty(); }
+  /// Not collective: whether the call's communication has completed, so that wait() waits for
+  /// no message (it may still run the GEMMs start() left); true once waited.
+  bool communication_done() const { return !handle_ || handle_->communication_done(); }
 
  private:
   std::shared_ptr<OpHandle> handle_;  // null once waited

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "cofuse/backend.hpp"
 #include "cofuse/config.hpp"
@@ -117,6 +116,34 @@ struct LayerBase {
     return stats;
   }
 
+  // One call of a GEMM's operation with `meanwhile` (work of the caller's that needs none of its
+  // results) run between its start and finish (Operation::start, the rule the Python layers
+  // follow): the messages move on the operation's progress thread meanwhile. The report times
+  // the op's own halves on this thread, not `meanwhile`.
+  template <typename F>
+  void run_started(LayerGemm g, LayerOp& op, const OpBuffers& buffers, F&& meanwhile) {
+    GemmReport& r = reports[static_cast<std::size_t>(g)];
+    r.schedule = op.schedule().to_string();
+    double start = now();
+    op.op->start(buffers);
+    double seconds = now() - start;
+    try {
+      meanwhile();
+    } catch (...) {
+      // The peers finish the call: so must this rank, before the error leaves (collective).
+      try {
+        op.op->finish();
+      } catch (...) {
+      }
+      throw;
+    }
+    start = now();
+    const RunStats stats = op.op->finish();
+    r.seconds = seconds + (now() - start);
+    r.exposed_s = std::max(0.0, detail::exposed_seconds(r.seconds, stats.gemm_s));
+    r.decided_by = op.decided_by();
+  }
+
   bool settled() const {
     return std::all_of(ops.begin(), ops.end(), [](const auto& o) { return o.second->settled(); });
   }
@@ -206,18 +233,10 @@ struct ColumnParallelLinear::Impl : LayerBase {
   void backward(const void* dy, void* dx, void* dw, void* db) {
     const void* xf = full_input();
     auto wgrad = [&] { timed(LayerGemm::wgrad, [&] { return local(out_r, in, t, dy, out_r, true, xf, in, false, dw, in); }); };
-    auto data_grad = [&] { timed(LayerGemm::dgrad, [&] { return run(LayerGemm::dgrad, dgrad, {dy, w, dx, nullptr}); }); };
     if (cfg.overlap_wgrad) {
-      std::thread second(wgrad);
-      try {
-        data_grad();
-      } catch (...) {
-        second.join();
-        throw;
-      }
-      second.join();
+      run_started(LayerGemm::dgrad, dgrad, {dy, w, dx, nullptr}, wgrad);
     } else {
-      data_grad();
+      timed(LayerGemm::dgrad, [&] { return run(LayerGemm::dgrad, dgrad, {dy, w, dx, nullptr}); });
       wgrad();
     }
     if (db) detail::column_sums(cfg.dtype, dy, t, out_r, db);

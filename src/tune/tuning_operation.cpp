@@ -172,6 +172,7 @@ class TuningOperation final : public detail::OperationBackend {
     if (report_.settled()) return ops_[current_]->start_bound();
     whole_.hold(*state_, "auto operation (" + desc_.to_string() + ") (started)", execute_bound());
   }
+  bool communication_done() const override { return whole_.active() || ops_[current_]->communication_done(); }
   RunStats finish() override {
     if (whole_.active()) return whole_.finish();
     const RunStats stats = ops_[current_]->finish();

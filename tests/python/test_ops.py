@@ -1,6 +1,7 @@
 """Every op, axis and transpose, with numpy and with torch, against a float64 numpy reference
 on the whole matrices (every rank draws them alike and keeps its shards)."""
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -127,7 +128,9 @@ def test_gathered_operand(comm, rng):
 def test_async_op_returns_a_work_that_waits(comm, rng, op, axis, schedule):
     """async_op=True: the caller computes between the start and wait(); the result is the call's.
     While it is in flight another cofuse call raises, on the rank that makes it (no collective
-    is entered); wait() again returns the same; a Work dropped unwaited still finishes its call."""
+    is entered); its communication completes without wait() (communication_done, polled within a
+    bound: no message needs what wait() runs); wait() again returns the same; a Work dropped
+    unwaited still finishes its call."""
     for kind in ["numpy", "torch"]:
         a, b, want, k = case(rng, op, axis, np.float32)
         if kind == "torch":
@@ -142,8 +145,12 @@ def test_async_op_returns_a_work_that_waits(comm, rng, op, axis, schedule):
         mine = x @ x  # the caller's own work meanwhile
         with pytest.raises(cofuse.Error, match="was started on this communicator and has not finished"):
             cofuse.gemm_ar(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), comm, schedule="serial")
+        until = time.monotonic() + 60
+        while not work.communication_done() and time.monotonic() < until:
+            time.sleep(1e-4)
+        assert work.communication_done(), "a message waits for what wait() runs"
         c = work.wait()
-        assert work.waited and work.wait() is c
+        assert work.waited and work.wait() is c and work.communication_done()
         assert isinstance(c, torch.Tensor if kind == "torch" else np.ndarray)
         assert_close(c, want, k, np.float32)
         np.testing.assert_allclose(mine, x @ x)

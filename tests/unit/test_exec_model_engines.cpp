@@ -81,5 +81,58 @@ TEST(ExecModelEngines, ComputeOrderAndPredecessors) {
   }
 }
 
+// What a started call may leave for finish(): the compute tasks the communication does not need.
+// Checked from the definition (a task a communication-engine task waits for, directly or through
+// others) on plans of every kind, and by what it must mean for each op: an ag_gemm's GEMMs only
+// consume shards (bar the staged gather's, whose hand-backs to a caller's G follow them); a gemm_rs
+// ring's reductions forward partials, bar the last; gemm_ar's reduce-scatter feeds its
+// all-gather; the GEMMs whose products other ranks sum are needed.
+TEST(ExecModelEngines, NeededByCommunicationIsWhatItWaitsFor) {
+  for (int p : {2, 3})
+    for (const auto& [op, axis] : {std::pair{OpKind::ag_gemm, Axis::m}, std::pair{OpKind::ag_gemm, Axis::k},
+                                   std::pair{OpKind::gemm_rs, Axis::m}, std::pair{OpKind::gemm_ar, Axis::none}})
+      for (const char* text : {"serial", "serial-ring", "hetero-unfused-1d", "uniform-fused-2d",
+                               "overlap=chunk,chunks=3,algo=coll", "overlap=chunk,chunks=2,algo=ring"}) {
+        const OpDesc d{op, 6 * p, 4 * p, 5 * p, DType::f32, false, false, axis, p};
+        const Plan plan = lower(d, *Schedule::parse(text), 1);
+        SCOPED_TRACE(d.to_string() + " | " + text);
+        const std::vector<uint8_t> needed = detail::needed_by_communication(plan);
+        ASSERT_EQ(needed.size(), plan.tasks.size());
+        // The definition, by a forward search from each task to the messages after it.
+        for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+          std::vector<uint8_t> reached(plan.tasks.size(), 0);
+          reached[i] = 1;
+          auto communication = [&](const Task& t) { return t.engine != EngineId::compute || detail::crosses_ranks(t.kind); };
+          bool feeds = communication(plan.tasks[i]);
+          for (std::size_t j = i + 1; j < plan.tasks.size() && !feeds; ++j)
+            for (int dep : plan.tasks[j].deps)
+              if (reached[std::size_t(dep)]) {
+                reached[j] = 1;
+                feeds = feeds || communication(plan.tasks[j]);
+              }
+          EXPECT_EQ(bool(needed[i]), feeds) << "#" << i << " " << plan.tasks[i].label;
+        }
+        int gemms = 0, gemms_left = 0, reductions = 0, reductions_left = 0;
+        for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+          const Task& t = plan.tasks[i];
+          gemms += t.kind == TaskKind::gemm;
+          if (t.kind == TaskKind::gemm && !needed[i]) ++gemms_left;
+          if (t.kind == TaskKind::reduce) {
+            ++reductions;
+            reductions_left += !needed[i];
+          }
+        }
+        const bool staged = std::any_of(plan.tasks.begin(), plan.tasks.end(), [](const Task& t) { return t.hand_back; });
+        if (op == OpKind::ag_gemm && !staged) EXPECT_GT(gemms_left, 0) << "an ag_gemm's GEMMs only consume what arrives";
+        if (op != OpKind::ag_gemm && p > 1) EXPECT_LT(gemms_left, gemms) << "the products other ranks sum are sent";
+        if (op == OpKind::gemm_rs && plan.schedule.algo == Algo::ring && reductions > 0)
+          EXPECT_GT(reductions_left, 0) << "the last partial's reduction sends nothing on";
+        if (op == OpKind::gemm_rs && plan.schedule.algo == Algo::ring && p == 3 && reductions > 0)
+          EXPECT_LT(reductions_left, reductions) << "a ring's forwarding reductions are needed";
+        if (op == OpKind::gemm_ar && plan.schedule.algo == Algo::ring && reductions > 0)
+          EXPECT_EQ(reductions_left, 0) << "gemm_ar's reductions feed its all-gather";
+      }
+}
+
 }  // namespace
 }  // namespace cofuse

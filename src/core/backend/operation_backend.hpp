@@ -36,6 +36,9 @@ class OperationBackend {
   virtual void start_bound() = 0;
   /// Collective: the second half of a started call (Operation::finish).
   virtual RunStats finish() = 0;
+  /// Not collective: whether a started call's communication has completed
+  /// (Operation::communication_done).
+  virtual bool communication_done() const = 0;
   /// Not collective: this rank's compute tasks alone (Operation::execute_compute_only).
   virtual RunStats execute_compute_only(const OpBuffers& buffers) = 0;
   /// Collective: the communication alone (Operation::execute_comm_only).

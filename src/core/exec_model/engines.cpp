@@ -32,6 +32,18 @@ std::vector<int> compute_order(const Plan& plan) {
   return order;
 }
 
+std::vector<uint8_t> needed_by_communication(const Plan& plan) {
+  const std::vector<Task>& tasks = plan.tasks;
+  std::vector<uint8_t> needed(tasks.size(), 0);
+  // Tasks are in a topological order, so every task's dependents come after it.
+  for (std::size_t i = tasks.size(); i-- > 0;) {
+    if (tasks[i].engine != EngineId::compute || crosses_ranks(tasks[i].kind)) needed[i] = 1;
+    if (needed[i])
+      for (int d : tasks[i].deps) needed[static_cast<std::size_t>(d)] = 1;
+  }
+  return needed;
+}
+
 std::vector<std::vector<int>> compute_predecessors(const Plan& plan) {
   const std::vector<Task>& tasks = plan.tasks;
   auto local_compute = [&](std::size_t i) { return tasks[i].engine == EngineId::compute && !crosses_ranks(tasks[i].kind); };

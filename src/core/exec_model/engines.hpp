@@ -55,6 +55,13 @@ bool crosses_ranks(TaskKind kind);
 /// The compute engine's tasks in the order it runs them: plan order.
 std::vector<int> compute_order(const Plan& plan);
 
+/// Per task: whether the communication needs it, i.e. it is a communication-engine task itself
+/// (a message, a collective, a pack or unpack) or one waits for it, directly or through others.
+/// The compute tasks it does not need only consume what arrives (an ag_gemm's GEMM pieces, a
+/// gemm_rs's last reduction): a started call may run them after handing the calling thread
+/// back, and its communication still completes without them.
+std::vector<uint8_t> needed_by_communication(const Plan& plan);
+
 /// For an engine with several in-order queues (a GPU's compute streams), which run compute tasks
 /// concurrently: per task, the earlier local compute-engine tasks it must still follow, i.e.
 /// those that touch an element it touches, one of the two writing (plan/race_check's rule).

@@ -38,6 +38,12 @@ CpuExecutor::CpuExecutor(Plan plan, MPI_Comm comm, const ExecSettings& settings)
   started_ = std::make_unique<std::atomic<uint8_t>[]>(n);
   times_.resize(n);
   compute_order_ = compute_order(plan_);
+  {
+    const std::vector<uint8_t> needed = needed_by_communication(plan_);
+    leave_from_.assign(compute_order_.size() + 1, 1);
+    for (std::size_t p = compute_order_.size(); p-- > 0;)
+      leave_from_[p] = leave_from_[p + 1] && !needed[static_cast<std::size_t>(compute_order_[p])];
+  }
   const std::vector<int> collective_seq = collective_sequence(plan_);
   for (std::size_t i = 0; i < n; ++i) {
     const Task& t = plan_.tasks[i];
@@ -226,7 +232,7 @@ void CpuExecutor::reset_run(const OpBuffers& buffers, void* work) {
   comm_left_ = ctasks_.size();
 }
 
-void CpuExecutor::compute_threaded() {
+void CpuExecutor::begin_threaded() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     failure_.clear();
@@ -235,10 +241,16 @@ void CpuExecutor::compute_threaded() {
   }
   cv_.notify_all();
   compute_failure_.clear();
+}
+
+std::size_t CpuExecutor::compute_threaded(std::size_t from, bool may_leave) {
+  std::size_t at = from;
   try {
-    for (int index : compute_order_) {
+    for (; at < compute_order_.size(); ++at) {
+      const int index = compute_order_[at];
       const Task& t = plan_.tasks[index];
       if (!deps_done(t)) {
+        if (may_leave && leave_from_[at]) return at;
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return deps_done(t) || !failure_.empty(); });
         if (!failure_.empty()) break;
@@ -259,6 +271,7 @@ void CpuExecutor::compute_threaded() {
     abort_ = true;  // the communication engine would wait for this engine forever
   }
   cv_.notify_all();
+  return compute_order_.size();
 }
 
 RunStats CpuExecutor::finish_threaded() {
@@ -278,7 +291,8 @@ RunStats CpuExecutor::run(const OpBuffers& buffers, void* work) {
   if (async_) throw Error(ErrorCode::internal, "executor: run() while a started run has not finished");
   reset_run(buffers, work);
   if (threaded_) {
-    compute_threaded();
+    begin_threaded();
+    compute_threaded(0, false);
     return finish_threaded();
   }
   try {
@@ -309,15 +323,23 @@ void CpuExecutor::start(const OpBuffers& buffers, void* work) {
   reset_run(buffers, work);
   // Made here, not at construction, for a schedule whose calls all run on one thread otherwise.
   if (!thread_.joinable()) thread_ = std::thread([this] { progress_thread_main(); });
-  async_ = true;  // published to the progress thread by compute_threaded's lock
+  async_ = true;  // published to the progress thread by begin_threaded's lock
   tick_fresh_ = false;  // two threads from here on: every time is read
-  compute_threaded();
+  begin_threaded();
+  resume_at_ = compute_threaded(0, true);
   if (!compute_failure_.empty()) finish_threaded();  // waits for the communication engine, then throws
 }
 
 RunStats CpuExecutor::finish() {
   if (!async_) throw Error(ErrorCode::internal, "executor: finish() without a started run");
+  if (resume_at_ < compute_order_.size()) resume_at_ = compute_threaded(resume_at_, false);
   return finish_threaded();
+}
+
+bool CpuExecutor::communication_done() {
+  if (!async_) return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return finished_generation_ == generation_;
 }
 
 // This rank's times of the call, by the one time arithmetic (core/exec_model/times.hpp).

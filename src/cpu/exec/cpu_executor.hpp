@@ -56,16 +56,22 @@ class CpuExecutor {
 
   /// The same run in two halves, so that the caller can compute while the communication moves
   /// (a weight gradient while the input gradient is all-reduced): start() runs this rank's
-  /// compute tasks on the calling thread and returns once they are done, with every
-  /// communication task handed to the progress thread (posted non-blocking and polled every
-  /// poll_us), whatever the schedule's engines; finish() waits for the communication and returns
-  /// what run() would. A schedule without a progress thread gets one at its first start().
-  /// Between the two the caller must neither call run() nor touch the outputs or the workspace.
-  /// A failure in start() throws there (after the communication engine stopped); one in the
-  /// communication throws from finish(). Collective as run() is.
+  /// compute tasks on the calling thread, with every communication task handed to the progress
+  /// thread (posted non-blocking and polled every poll_us), whatever the schedule's engines, and
+  /// returns once it would have to wait for a message that no later message depends on: when
+  /// every compute task is done, or when the rest only consumes what arrives (an ag_gemm's
+  /// pieces of the shards still in flight, a gemm_rs's last reduction). finish() runs those
+  /// tasks as their messages arrive, waits for the communication and returns what run() would.
+  /// A schedule without a progress thread gets one at its first start(). Between the two the
+  /// caller must neither call run() nor touch the outputs or the workspace. A failure in start()
+  /// throws there (after the communication engine stopped); one in the communication, or in the
+  /// compute tasks finish() ran, throws from finish(). Collective as run() is.
   void start(const OpBuffers& buffers, void* work);
   RunStats finish();
   bool started() const { return async_; }
+  /// Not collective: whether a started run's communication has all completed, so that finish()
+  /// waits for no message (it may still run compute tasks start() left). True when not started.
+  bool communication_done();
 
   /// Measurement aid, not collective: runs only the compute engine's tasks, in plan order and
   /// with the same tiling as run(), and no communication at all, so the outputs are
@@ -121,7 +127,11 @@ class CpuExecutor {
   // The threaded form's halves: the compute engine on the calling thread (the progress thread
   // drives the communication meanwhile; a failure is kept for the second half), then waiting for
   // the progress thread and throwing what either engine failed with.
-  void compute_threaded();
+  void begin_threaded();  // a new run for the progress thread
+  // Runs compute_order_ from position `from`, waiting for each task's messages; with
+  // may_leave, returns instead of waiting where leave_from_ allows. Returns where it stopped
+  // (compute_order_.size() when every task ran, or when one failed).
+  std::size_t compute_threaded(std::size_t from, bool may_leave);
   RunStats finish_threaded();
   void run_compute_task(int index, bool tiled, bool make_progress = true);
   RunStats phase_times(double start);  // reads the end, keeps both in last_start_/last_end_
@@ -146,6 +156,13 @@ class CpuExecutor {
   bool async_ = false;                 // between start() and finish(): the progress thread drives
                                        // every message, with non-blocking collectives
   std::vector<int> compute_order_;    // compute-engine task indices, in plan order
+  // Per position in compute_order_ (and one past the end): whether no compute task from there on
+  // is needed by the communication engine (a message, a collective, a pack, unpack or hand-back
+  // waiting for it: needed_by_communication), so that a started run may hand the calling thread
+  // back there and run them in finish() without delaying any communication (a gemm_rs ring's
+  // reductions forward partials: leaving before them would stall the ring while the caller works).
+  std::vector<uint8_t> leave_from_;
+  std::size_t resume_at_ = 0;         // a started run: the compute position finish() resumes at
   std::vector<std::vector<int>> must_be_done_;  // check_order: per task, what must have completed first
   std::vector<CommTask> ctasks_;       // comm-engine tasks, in plan order
   std::vector<MPI_Request> requests_; // one per comm task

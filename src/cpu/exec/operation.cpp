@@ -115,6 +115,7 @@ class CpuOperation final : public OperationBackend {
   void unbind() override { bound_.reset(); }
   RunStats execute_bound() override;
   void start(const OpBuffers& buffers, const Status& caller_check) override;
+  bool communication_done() const override { return whole_.active() || executor_->communication_done(); }
   void start_bound() override;
   RunStats finish() override;
   RunStats execute_compute_only(const OpBuffers& buffers) override;
@@ -375,6 +376,7 @@ RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check
 void Operation::start(const OpBuffers& buffers) { backend_->start(buffers, Status::Ok()); }
 void Operation::start(const OpBuffers& buffers, const Status& caller_check) { backend_->start(buffers, caller_check); }
 void Operation::start() { backend_->start_bound(); }
+bool Operation::communication_done() const { return backend_->communication_done(); }
 RunStats Operation::finish() { return backend_->finish(); }
 RunStats Operation::execute_comm_only(const OpBuffers& buffers) { return backend_->execute_comm_only(buffers); }
 RunStats Operation::execute_compute_only(const OpBuffers& buffers) { return backend_->execute_compute_only(buffers); }
