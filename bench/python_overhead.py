@@ -7,6 +7,7 @@ itself is next to nothing and the binding's work shows):
 Times, in rounds that alternate so that drift hits all alike, per call:
   C++       Operation::execute in a C++ loop (the floor: agreement allreduce + the op)
   Operation cofuse.Operation(...)(a, b, out=out) from Python (numpy, then torch tensors)
+  bound     cofuse.Operation(...).bind(a, b, out=out) once, then op(): no agreement at all
   functional cofuse.ag_gemm(a, b, comm, out=out) (+ finding the cached Operation and agreeing
             on the call, one more small allreduce on more than one rank)
 and prints the medians and each Python form's overhead over C++ (target: at most 15 us).
@@ -43,10 +44,13 @@ def main():
     out = np.empty((s * P, s), np.float32)
     ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
     op = cofuse.Operation("ag_gemm", s * P, s * P, s, comm, schedule="serial")
+    bound = cofuse.Operation("ag_gemm", s * P, s * P, s, comm, schedule="serial")
+    bound.bind(a, b, out=np.empty_like(out))
     forms = {
         "C++ Operation::execute": lambda n: op._op._cxx_seconds_per_call(a, b, out, n) * 1e6,
         "Python Operation, numpy": lambda n: per_call_us(lambda: op(a, b, out=out), n),
         "Python Operation, torch": lambda n: per_call_us(lambda: op(ta, tb, out=tout), n),
+        "Python Operation, bound": lambda n: per_call_us(bound, n),
         "Python functional, numpy": lambda n: per_call_us(
             lambda: cofuse.ag_gemm(a, b, comm, schedule="serial", out=out), n),
         "Python functional, torch": lambda n: per_call_us(
@@ -68,6 +72,7 @@ def main():
             extra = "" if name.startswith("C++") else f"   overhead {median - floor:6.2f} us"
             print(f"  {name:<26} {median:7.2f} us{extra}")
     op.close()
+    bound.close()
 
 
 if __name__ == "__main__":

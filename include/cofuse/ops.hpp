@@ -93,6 +93,9 @@ class Operation {
   /// candidate, all or nothing: one whose workspace cannot be had fails the bind on every rank
   /// (execute(buffers) would instead drop that candidate from its race).
   void bind(const OpBuffers& buffers);
+  /// bind(buffers) with the caller's own verdict on them joined to its agreement, as
+  /// execute(buffers, caller_check): one not ok fails the bind on every rank alike.
+  void bind(const OpBuffers& buffers, const Status& caller_check);
   /// Collective: runs the op on the buffers bind() agreed on, with no agreement: the op's own
   /// communication is the only message (an `auto` operation's race calls still agree on the
   /// bound buffers, the common start its times are taken from; once settled, they do not).

@@ -137,6 +137,9 @@ class Operation:
     to free its plan and progress thread at once.
 
     op(a, b, out=None, gathered=None) runs it (shapes: .local_shapes) and returns out.
+    op.bind(a, b, out=None, gathered=None) agrees on a buffer set once; op() then runs on it with
+    no agreement at all, the op's own communication the only message (a decode loop whose
+    buffers stay put: over TCP each agreement is a round trip as long as a token's all-reduce).
     .schedule, .schedule_name: what the next call runs. .decided_by: "given", or auto's
     "tuning" (still measuring), "database", "model" or "measurement". .predicted_ms: the
     model's prediction (None without one). .explain(): where the profile came from, the pick
@@ -147,14 +150,36 @@ class Operation:
                  schedule="auto", profile=None):
         self._op = _cofuse.Operation(op, m, n, k, comm, _dtype_name(dtype), axis or "", trans_a, trans_b, schedule,
                                      profile)
+        self._bound = None  # bind()'s operands and results, kept alive while bound
 
-    def __call__(self, a, b, out=None, gathered=None):
+    def __call__(self, a=None, b=None, out=None, gathered=None):
+        """op(a, b, out=None, gathered=None): one call on these operands, returns out (and the
+        gathered operand with gathered=True). op(): one call on the bound ones (bind), returns
+        what bind returned, now rewritten. Collective."""
+        if a is None and b is None and out is None and gathered is None:
+            if self._bound is None:
+                raise Error("cofuse.Operation(): a call without operands needs bind(a, b, ...) first")
+            self._op.run_bound()
+            return self._bound[-1]
         result = self._op(_to_buffer(a, "a"), _to_buffer(b, "b"), None if out is None else _to_buffer(out, "out"),
                           _gathered_arg(gathered))
-        torch_like = _is_tensor(a)
-        if gathered is True:
-            return _wrap(result[0], torch_like, out), _wrap(result[1], torch_like, None)
-        return _wrap(result, torch_like, out)
+        return _results(result, _is_tensor(a), out, gathered)
+
+    def bind(self, a, b, out=None, gathered=None):
+        """Collective: checks this rank's a, b, out and gathered as a call does and agrees once,
+        with every rank, that all are usable (every rank raises alike when one is not, and then
+        nothing is bound); op() then runs on them with no agreement. Returns out (allocated when
+        None), or (out, gathered) with gathered=True: what every op() rewrites. Write new inputs
+        into a and b in place between calls; the Operation keeps them (and out) alive, and their
+        memory must stay where it is (a torch tensor's resize_() or a numpy array replaced by a
+        new one is not seen: bind again). A later bind replaces the set."""
+        self._bound = None
+        a_buf, b_buf = _to_buffer(a, "a"), _to_buffer(b, "b")
+        out_buf = None if out is None else _to_buffer(out, "out")
+        gathered_buf = _gathered_arg(gathered)
+        result = _results(self._op.bind(a_buf, b_buf, out_buf, gathered_buf), _is_tensor(a), out, gathered)
+        self._bound = (a, b, a_buf, b_buf, out, out_buf, gathered, gathered_buf, result)
+        return result
 
     schedule = property(lambda self: self._op.schedule, doc="The schedule the next call runs (string form).")
     schedule_name = property(lambda self: self._op.schedule_name, doc="Its preset name, or the string form.")
@@ -172,6 +197,7 @@ class Operation:
     def close(self):
         """Frees the op's plan and progress thread now (not collective); later calls raise."""
         self._op.close()
+        self._bound = None
 
     def __enter__(self):
         return self

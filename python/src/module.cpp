@@ -119,6 +119,15 @@ PYBIND11_MODULE(_cofuse, m) {
         deliver_log();
         return result;
       })
+      .def("bind", [](OpHandle& h, pyb::handle a, pyb::handle b, pyb::handle out, pyb::handle gathered) {
+        pyb::object result = bind_handle(h, a, b, out, gathered);
+        deliver_log();
+        return result;
+      })
+      .def("run_bound", [](OpHandle& h) {
+        h.run_bound();
+        deliver_log();
+      })
       .def_property_readonly("schedule", &OpHandle::schedule)
       .def_property_readonly("schedule_name", &OpHandle::schedule_name)
       .def_property_readonly("decided_by", &OpHandle::decided_by)

@@ -199,11 +199,22 @@ RunStats OpHandle::last_stats() const {
 }
 
 void OpHandle::run(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
-  call(a, b, out, gathered, problem, false);
+  call(a, b, out, gathered, problem, Mode::run);
 }
 
 void OpHandle::start(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
-  call(a, b, out, gathered, problem, true);
+  call(a, b, out, gathered, problem, Mode::start);
+}
+
+void OpHandle::bind(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem) {
+  call(a, b, out, gathered, problem, Mode::bind);
+}
+
+void OpHandle::run_bound() {
+  pyb::gil_scoped_release unlocked;
+  const std::lock_guard<std::mutex> lock(running_);
+  check_usable();
+  last_ = op_->execute();
 }
 
 bool OpHandle::communication_done() const {
@@ -221,7 +232,7 @@ void OpHandle::finish() {
 }
 
 void OpHandle::call(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem,
-                    bool start) {
+                    Mode mode) {
   check_usable();
   const LocalShapes shapes = desc_.local_shapes();
   auto expect = [&](const Matrix& m, const MatrixShape& want, const char* name) {
@@ -247,12 +258,14 @@ void OpHandle::call(const Matrix& a, const Matrix& b, const Matrix& out, const M
   pyb::gil_scoped_release unlocked;
   const std::lock_guard<std::mutex> lock(running_);
   check_usable();  // released while this thread waited for the lock
-  if (!start) {
-    last_ = op_->execute(buffers, problem);
-    return;
+  switch (mode) {
+    case Mode::run: last_ = op_->execute(buffers, problem); return;
+    case Mode::bind: op_->bind(buffers, problem); return;
+    case Mode::start:
+      op_->start(buffers, problem);
+      started_ = true;
+      return;
   }
-  op_->start(buffers, problem);
-  started_ = true;
 }
 
 double OpHandle::cxx_seconds_per_call(const Matrix& a, const Matrix& b, const Matrix& out, int calls) {
@@ -422,8 +435,12 @@ Work::~Work() {
   }
 }
 
-pyb::object call_handle(OpHandle& handle, pyb::handle a_object, pyb::handle b_object, pyb::handle out_object,
-                        pyb::handle gathered_object) {
+namespace {
+
+// cofuse.Operation's call and bind: read the operands and outputs (a problem joins the call's
+// own agreement), then run or bind.
+pyb::object handle_call(OpHandle& handle, pyb::handle a_object, pyb::handle b_object, pyb::handle out_object,
+                        pyb::handle gathered_object, bool bind) {
   Matrix a, b;
   Status st = read_matrix(a_object, "a", false, a);
   const Status sb = read_matrix(b_object, "b", false, b);
@@ -431,8 +448,19 @@ pyb::object call_handle(OpHandle& handle, pyb::handle a_object, pyb::handle b_ob
   Outputs outputs;
   const Status so = read_outputs(handle.released() ? nullptr : &handle.desc(), out_object, gathered_object, outputs);
   if (st.ok()) st = so;
-  handle.run(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, st);
+  if (bind) handle.bind(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, st);
+  else handle.run(a, b, outputs.out, outputs.has_gathered ? &outputs.gathered : nullptr, st);
   return result(outputs, outputs.has_gathered && pyb::isinstance<pyb::bool_>(gathered_object));
+}
+
+}  // namespace
+
+pyb::object call_handle(OpHandle& handle, pyb::handle a, pyb::handle b, pyb::handle out, pyb::handle gathered) {
+  return handle_call(handle, a, b, out, gathered, false);
+}
+
+pyb::object bind_handle(OpHandle& handle, pyb::handle a, pyb::handle b, pyb::handle out, pyb::handle gathered) {
+  return handle_call(handle, a, b, out, gathered, true);
 }
 
 }  // namespace cofuse::py

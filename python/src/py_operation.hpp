@@ -61,6 +61,14 @@ class OpHandle {
   /// on the communicator.
   void start(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
   void finish();
+  /// COLLECTIVE: agrees once that every rank's buffers are usable (the checks run() makes, in one
+  /// allreduce) and keeps them (Operation::bind): run_bound() then runs on them with no agreement.
+  /// The caller keeps the objects alive and their memory in place while bound (cofuse.Operation
+  /// holds them). A bind that fails on any rank fails on every rank and leaves nothing bound.
+  void bind(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem);
+  /// COLLECTIVE: one call on the bound buffers (Operation::execute()); throws on a rank that
+  /// never bound (its peers then wait until the deadline, as for any collective one rank skips).
+  void run_bound();
   bool started() const { return started_; }
   /// Not collective: whether the started call's communication has completed
   /// (Operation::communication_done); true when none is started or the handle is released.
@@ -88,8 +96,9 @@ class OpHandle {
 
  private:
   void check_usable() const;
-  // run() or start(): the checks every call makes, then execute() or start().
-  void call(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem, bool start);
+  // run(), start() or bind(): the checks every call makes, then execute(), start() or bind().
+  enum class Mode { run, start, bind };
+  void call(const Matrix& a, const Matrix& b, const Matrix& out, const Matrix* gathered, Status problem, Mode mode);
   /// Destroys the Operations; once MPI is finalised, leaves them to the process's end instead.
   void drop_operations();
   /// running_, waited for with the GIL released when this thread holds it (a call running on
@@ -150,6 +159,10 @@ std::shared_ptr<Work> start_op(const OpRequest& request, pybind11::handle a, pyb
 
 /// cofuse.Operation.__call__: the same checks, no agreement beyond the call's own.
 pybind11::object call_handle(OpHandle& handle, pybind11::handle a, pybind11::handle b, pybind11::handle out,
+                             pybind11::handle gathered);
+/// cofuse.Operation.bind: the same checks, agreed once; returns what a call would (out, or
+/// (out, gathered)), the objects the bound calls write.
+pybind11::object bind_handle(OpHandle& handle, pybind11::handle a, pybind11::handle b, pybind11::handle out,
                              pybind11::handle gathered);
 
 }  // namespace cofuse::py

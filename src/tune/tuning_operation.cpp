@@ -141,10 +141,10 @@ class TuningOperation final : public detail::OperationBackend {
   // one candidate would wait inside the next and charge it for the previous one.
   // All or nothing: a candidate that cannot bind them (its workspace, say) fails the bind on
   // every rank alike, and then no candidate keeps any binding, old or new.
-  void bind(const OpBuffers& buffers) override {
+  void bind(const OpBuffers& buffers, const Status& caller_check) override {
     bound_.reset();
     try {
-      for (auto& op : ops_) op->bind(buffers);
+      for (auto& op : ops_) op->bind(buffers, caller_check);  // a bad verdict fails the first
     } catch (...) {
       for (auto& op : ops_) op->unbind();
       throw;

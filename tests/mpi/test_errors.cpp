@@ -254,6 +254,16 @@ TEST(Buffers, BindingWrongBuffersOnOneRankFailsEveryRankAndBindsNothing) {
     EXPECT_NE(error_of([&] { operation.bind(rank == culprit ? wrong : good); }, ErrorCode::invalid_argument), "");
     const std::string forgotten = error_of([&] { operation.execute(); }, ErrorCode::invalid_argument);
     EXPECT_NE(forgotten.find("needs bind(buffers) first"), std::string::npos) << "ran on the old set: " << forgotten;
+    // The caller's own verdict (a binding's: the element type it found) fails the bind alike.
+    const Status verdict = rank == culprit ? Status(ErrorCode::invalid_argument, "a is float64 but the op is float32")
+                                           : Status::Ok();
+    const std::string caller = error_of([&] { operation.bind(good, verdict); }, ErrorCode::invalid_argument);
+    EXPECT_NE(caller.find("a is float64 but the op is float32"), std::string::npos) << caller;
+    const std::string none = error_of([&] { operation.execute(); }, ErrorCode::invalid_argument);
+    EXPECT_NE(none.find("needs bind(buffers) first"), std::string::npos) << none;
+    operation.bind(good, Status::Ok());
+    operation.execute();
+    EXPECT_TRUE(check_against_reference(d, good, MPI_COMM_WORLD).passed());
   }
   ExecSettings checking;
   checking.check_finite = true;

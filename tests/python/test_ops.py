@@ -22,11 +22,11 @@ def stored(x, trans):
     return np.ascontiguousarray(x.T) if trans else np.ascontiguousarray(x)
 
 
-def case(rng, op, axis, dtype):
-    """Awkward global sizes that divide P, the whole operands, this rank's op(A_r), op(B_r) and
-    the expected C_r (float64)."""
+def case(rng, op, axis, dtype, sizes=None):
+    """Awkward global sizes that divide P (or `sizes`, (m, n, k)), the whole operands, this rank's
+    op(A_r), op(B_r) and the expected C_r (float64)."""
     m, n, k = (P * int(rng.integers(1, 6)) + 0 for _ in range(3))
-    m, n, k = m * 3, n * 5, k * 7  # odd, and not powers of two
+    m, n, k = sizes or (m * 3, n * 5, k * 7)  # odd, and not powers of two
     A, B = uniform(rng, (m, k), dtype), uniform(rng, (k, n), dtype)
     C = A.astype(np.float64) @ B.astype(np.float64)
     if op == "ag_gemm" and axis == "m":
@@ -179,6 +179,46 @@ def test_operation_object(comm, rng, op, axis):
     assert operation.closed
     with pytest.raises(cofuse.Error, match="released"):
         operation(a, b)
+
+
+@pytest.mark.parametrize("op,axis", LAYOUTS)
+@pytest.mark.parametrize("schedule", ["serial", "overlap=chunk,chunks=2,algo=ring", "auto"])
+def test_operation_bound_calls(comm, rng, op, axis, schedule):
+    """bind() agrees once; op() then runs on the bound operands with no agreement: fresh data
+    written into them in place between calls (numpy, and torch with gathered=True for ag_gemm),
+    each result checked against the reference with out poisoned first. A call without operands
+    before any bind, and after a bind one rank failed, raises on every rank; a later bind
+    replaces the set."""
+    a, b, want, k = case(rng, op, axis, np.float64)
+    m = want.shape[0] * (P if op == "gemm_rs" and axis == "m" else 1)
+    n = want.shape[1] * (P if op == "ag_gemm" or axis == "n" else 1)
+    with cofuse.Operation(op, m, n, k, comm, dtype="float64", axis=axis, schedule=schedule,
+                          profile="this-host-shm") as operation:
+        with pytest.raises(cofuse.Error, match="needs bind"):
+            operation()
+        a_bound, b_bound = np.empty_like(a), np.empty_like(b)
+        out = operation.bind(a_bound, b_bound)
+        for _ in range(4):  # enough for auto to race on bound buffers and settle
+            a2, b2, want2, _ = case(rng, op, axis, np.float64, (m, n, k))
+            a_bound[...], b_bound[...] = a2, b2
+            out[...] = np.nan
+            assert operation() is out
+            assert_close(out, want2, k, np.float64)
+        # torch, and ag_gemm's gathered operand kept too
+        ta, tb = torch.from_numpy(a.copy()), torch.from_numpy(b.copy())
+        kwargs = {"gathered": True} if op == "ag_gemm" else {}
+        bound = operation.bind(ta, tb, **kwargs)
+        got = operation()
+        assert got is bound
+        c = got[0] if op == "ag_gemm" else got
+        assert isinstance(c, torch.Tensor)
+        assert_close(c, want, k, np.float64)
+        # a bad operand on one rank fails the bind on every rank, and nothing stays bound
+        wrong = np.empty((a.shape[0] + (1 if RANK == P - 1 else 0), a.shape[1]))
+        with pytest.raises(cofuse.Error, match="a is" if RANK == P - 1 else "rank"):
+            operation.bind(wrong, b_bound)
+        with pytest.raises(cofuse.Error, match="needs bind"):
+            operation()
 
 
 def test_operation_auto_explains_and_predicts(comm):

@@ -24,8 +24,8 @@ class OperationBackend {
   /// (Operation::execute).
   virtual RunStats execute(const OpBuffers& buffers, const Status& caller_check) = 0;
   /// Collective: agrees once that every rank's `buffers` are usable and keeps them
-  /// (Operation::bind).
-  virtual void bind(const OpBuffers& buffers) = 0;
+  /// (Operation::bind), with the caller's own verdict on them joined to that agreement.
+  virtual void bind(const OpBuffers& buffers, const Status& caller_check) = 0;
   /// Not collective: forgets bind()'s buffers (after a bind that failed on a later candidate).
   virtual void unbind() = 0;
   /// Collective: one call on the bound buffers with no agreement (Operation::execute()).

@@ -111,7 +111,7 @@ class CpuOperation final : public OperationBackend {
   RunStats execute(const OpBuffers& buffers, const Status& caller_check) override {
     return execute_with(buffers, false, caller_check);
   }
-  void bind(const OpBuffers& buffers) override;
+  void bind(const OpBuffers& buffers, const Status& caller_check) override;
   void unbind() override { bound_.reset(); }
   RunStats execute_bound() override;
   void start(const OpBuffers& buffers, const Status& caller_check) override;
@@ -239,7 +239,7 @@ void* CpuOperation::workspace_for(const OpBuffers& buffers) const {
   return state_->workspace.get(static_cast<std::size_t>(executor_->plan().workspace_bytes(buffers.gathered != nullptr)));
 }
 
-void CpuOperation::bind(const OpBuffers& buffers) {
+void CpuOperation::bind(const OpBuffers& buffers, const Status& caller_check) {
   const CallDeadline deadline(*state_, deadline_s_, call_what_ + ", binding its buffers",
                               [] { return std::string("waiting in the buffer agreement (one allreduce)"); });
   // check_finite looks at the data of every call, which an agreement made once cannot.
@@ -247,7 +247,7 @@ void CpuOperation::bind(const OpBuffers& buffers) {
                              ? Status(ErrorCode::invalid_argument,
                                       "check_finite checks every call's data, so its buffers cannot be bound once: "
                                       "call execute(buffers)")
-                             : Status::Ok();
+                             : caller_check;
   bound_.reset();  // a failed bind leaves nothing bound
   agree_to_run(buffers, verdict);
   bound_ = buffers;
@@ -368,7 +368,8 @@ const TuningReport* Operation::tuning() const { return backend_->tuning(); }
 std::string Operation::explain() const { return backend_->explain(); }
 
 RunStats Operation::execute(const OpBuffers& buffers) { return backend_->execute(buffers, Status::Ok()); }
-void Operation::bind(const OpBuffers& buffers) { backend_->bind(buffers); }
+void Operation::bind(const OpBuffers& buffers) { backend_->bind(buffers, Status::Ok()); }
+void Operation::bind(const OpBuffers& buffers, const Status& caller_check) { backend_->bind(buffers, caller_check); }
 RunStats Operation::execute() { return backend_->execute_bound(); }
 RunStats Operation::execute(const OpBuffers& buffers, const Status& caller_check) {
   return backend_->execute(buffers, caller_check);
