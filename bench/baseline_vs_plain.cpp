@@ -10,7 +10,8 @@
 //   mpirun -np 2 build/bench/bench_baseline_vs_plain [M N K] [iterations] [--schedule S] [--bound]
 //
 // M may be a comma-separated list (decode sizes: 1,2,4,...,256), one table row per op and M.
-// --schedule: serial (default: cofuse's unfused baseline) or auto: the operation is made by the
+// --schedule: serial (default: cofuse's unfused baseline), any schedule (an op it does not fit is
+// skipped with the reason), or auto: the operation is made by the
 // communicator's Context and called until it has settled (its race, if it runs one, is not
 // timed: the steady state is), and the row names what it settled on and how.
 // --bound: cofuse's buffers are bound once (Operation::bind) and each call is execute(), which
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -110,8 +112,11 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--bound") == 0) bound = true;
     else positional.push_back(argv[i]);
   }
-  if (schedule != "serial" && schedule != "auto") {
-    if (rank == 0) std::fprintf(stderr, "--schedule must be serial or auto, not %s\n", schedule.c_str());
+  cofuse::Status parse_error;
+  const std::optional<cofuse::Schedule> given =
+      schedule == "auto" ? std::optional<cofuse::Schedule>(cofuse::serial_schedule()) : cofuse::Schedule::parse(schedule, &parse_error);
+  if (!given) {
+    if (rank == 0) std::fprintf(stderr, "--schedule: auto or a schedule: %s\n", parse_error.message().c_str());
     MPI_Finalize();
     return 2;
   }
@@ -140,10 +145,11 @@ int main(int argc, char** argv) {
   for (auto [op, axis] : ops) {
     const Shape shape{m, n_global, k_global};
     cofuse::OpDesc d{op, shape.m, shape.n, shape.k, cofuse::DType::f32, false, false, axis, p};
-    if (!d.validate().ok()) {
+    const cofuse::Status fits = d.validate().ok() ? given->validate_for(d) : d.validate();
+    if (!fits.ok()) {
       if (rank == 0)
         std::printf("%-16s %5d skipped: %s\n", (std::string(cofuse::to_string(op)) + " axis " + cofuse::to_string(axis)).c_str(),
-                    m, d.validate().message().c_str());
+                    m, fits.message().c_str());
       continue;
     }
     const cofuse::LocalShapes s = d.local_shapes();
@@ -154,7 +160,7 @@ int main(int argc, char** argv) {
     Plain plain{d, p, {}, {}};
     cofuse::Operation operation =
         schedule == "auto" ? cofuse::Context::of(MPI_COMM_WORLD).operation(d, cofuse::ScheduleChoice::automatic())
-                           : cofuse::Operation(d, MPI_COMM_WORLD);
+                           : cofuse::Operation(d, MPI_COMM_WORLD, *given);
     const cofuse::OpBuffers buffers{a.data(), b.data(), c_cofuse.data(), nullptr};
     if (bound) operation.bind(buffers);
     auto call_cofuse = [&] { bound ? operation.execute() : operation.execute(buffers); };

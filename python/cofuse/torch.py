@@ -137,6 +137,7 @@ class _ParallelLinear(nn.Module):
         self.schedule = schedule
         self.profile = profile
         self._split = split  # "rows" (column-parallel) or "columns" (row-parallel)
+        self._bound = {}  # bound_forward's Operations, by x's (shape, dtype)
         split_size = out_features if split == "rows" else in_features
         if split_size % self.world:
             raise _cofuse.Error(f"{type(self).__name__}: {'out' if split == 'rows' else 'in'}_features={split_size} "
@@ -178,6 +179,13 @@ class _ParallelLinear(nn.Module):
                 f"bias={self.bias is not None}, sequence_parallel={self.sequence_parallel}, schedule={self.schedule!r}")
 
 
+class Binding:
+    """How long a RowParallelLinear's bound all-reduce stays bound (bound_forward): the layer
+    binds once per Binding and reuses that while the same Binding comes back. A token of identity
+    and nothing else; every rank must pass its own the same calls alike (TensorParallelGPT's
+    KVCache has one)."""
+
+
 class ColumnParallelLinear(_ParallelLinear):
     """y = x·Wᵀ + b with W's rows split over the ranks.
 
@@ -213,10 +221,46 @@ class RowParallelLinear(_ParallelLinear):
         super().__init__(in_features, out_features, comm, bias=bias, sequence_parallel=sequence_parallel, dtype=dtype,
                          schedule=schedule, profile=profile, seed=seed, split="columns")
 
-    def forward(self, x, sequence_parallel=None):
-        """sequence_parallel: as ColumnParallelLinear.forward's."""
+    def forward(self, x, sequence_parallel=None, binding=None):
+        """sequence_parallel: as ColumnParallelLinear.forward's. binding: None, or a Binding
+        that this call, when it runs without sequence parallelism and without autograd (an
+        inference step), may bind its all-reduce to (bound_forward)."""
         sp = self.sequence_parallel if sequence_parallel is None else sequence_parallel
+        if binding is not None and not sp and not torch.is_grad_enabled():
+            return self.bound_forward(x, binding)
         return _RowParallel.apply(x, self.weight, self.bias, self, sp)
+
+    @torch.no_grad()
+    def bound_forward(self, x, binding):
+        """forward(x) without sequence parallelism and without autograd, for a decode loop: the
+        all-reduce runs on an Operation of this layer's bound to a buffer of x's shape and to the
+        weight (cofuse.Operation.bind), so that each call sends the all-reduce's own messages and
+        nothing else, where a functional call agrees twice (docs/python.md "Bound calls"). x is
+        copied into the bound buffer; the result is a new tensor.
+
+        binding: a Binding, how long a binding lasts (a KV cache's life: TensorParallelGPT
+        makes one per cache). The first call of each binding, and of each new shape or dtype of
+        x, binds (collective, as every call is); later calls of the same binding reuse it.
+        Between them the weight must stay where it is (an optimizer's in-place step does;
+        replacing the parameter's storage does not: use a new Binding), else this raises."""
+        x = _contiguous(x)
+        key = (tuple(x.shape), x.dtype)
+        entry = self._bound.get(key)
+        if entry is None:
+            m, k_local = x.shape
+            op = _cofuse.Operation("gemm_ar", m, self.out_features, k_local * self.world, self.comm, dtype=x.dtype,
+                                   trans_b=True, schedule=self.schedule, profile=self.profile)
+            entry = self._bound[key] = {"op": op, "a": torch.empty_like(x), "binding": None}
+        if entry["binding"] is not binding:
+            entry["out"] = entry["op"].bind(entry["a"], self.weight.detach())
+            entry["binding"], entry["weight"] = binding, self.weight.data_ptr()
+        elif entry["weight"] != self.weight.data_ptr():
+            raise _cofuse.Error(f"{type(self).__name__}.bound_forward: the weight's storage moved since it was "
+                                f"bound; bind again with a new cofuse.torch.Binding")
+        entry["a"].copy_(x)
+        entry["op"]()
+        out = entry["out"]
+        return out + self.bias if self.bias is not None else out.clone()
 
 
 class TensorParallelMLP(nn.Module):
@@ -232,9 +276,10 @@ class TensorParallelMLP(nn.Module):
         self.fc1 = ColumnParallelLinear(hidden, ffn, comm, seed=seed, **common)
         self.fc2 = RowParallelLinear(ffn, hidden, comm, seed=seed + 1, **common)
 
-    def forward(self, x, sequence_parallel=None):
-        """sequence_parallel: as ColumnParallelLinear.forward's."""
-        return self.fc2(F.gelu(self.fc1(x, sequence_parallel), approximate="tanh"), sequence_parallel)
+    def forward(self, x, sequence_parallel=None, binding=None):
+        """sequence_parallel: as ColumnParallelLinear.forward's; binding: as
+        RowParallelLinear.forward's (fc2's)."""
+        return self.fc2(F.gelu(self.fc1(x, sequence_parallel), approximate="tanh"), sequence_parallel, binding)
 
 
 # ---- drop-in forms of torch.ops.symm_mem's async-TP ops, with an mpi4py communicator ----

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 
 import cofuse as _cofuse
 from cofuse.plain_gpt import PlainGPT, causal_attention, make_norm, rms_norm
-from cofuse.torch import ColumnParallelLinear, RowParallelLinear, TensorParallelMLP, _linear
+from cofuse.torch import Binding, ColumnParallelLinear, RowParallelLinear, TensorParallelMLP, _linear
 
 
 class _SumGradOverRanks(torch.autograd.Function):
@@ -60,11 +60,15 @@ def _normalise(norm, x, comm, sp):
 
 class KVCache:
     """Per layer, the keys and values of this rank's heads for every position so far:
-    [B, H/P, length, head_dim] each. Made by TensorParallelGPT.prefill, grown by decode."""
+    [B, H/P, length, head_dim] each. Made by TensorParallelGPT.prefill, grown by decode.
+    binding: what the decode steps of this cache bind their row-parallel layers' all-reduces to
+    (RowParallelLinear.bound_forward): agreed once, at the first step, then only the all-reduce's
+    own messages each step."""
 
     def __init__(self, layers):
         self.keys = [None] * layers
         self.values = [None] * layers
+        self.binding = Binding()
 
     @property
     def length(self):
@@ -101,10 +105,11 @@ class TensorParallelBlock(nn.Module):
         self.mlp = TensorParallelMLP(config.hidden, config.ffn, comm, **common)
         self.sequence_parallel = sequence_parallel
 
-    def forward(self, x, batch, cache=None, layer_index=0, first_position=0, sequence_parallel=None):
+    def forward(self, x, batch, cache=None, layer_index=0, first_position=0, sequence_parallel=None, binding=None):
         """cache: None (training, or a whole sequence), or the KVCache this block's keys and values
         join (layer_index: its place there); first_position: of x's tokens in their sequences;
-        sequence_parallel: None = the block's own setting."""
+        sequence_parallel: None = the block's own setting; binding: the row-parallel layers'
+        (RowParallelLinear.forward's), None for functional calls."""
         sp = self.sequence_parallel if sequence_parallel is None else sequence_parallel
         c, hl = self.config, self.local_heads
         qkv = self.qkv(_normalise(self.norm1, x, self.comm, sp), sp)  # [B·S, 3·hidden/P]: every token, local heads
@@ -114,8 +119,8 @@ class TensorParallelBlock(nn.Module):
         if cache is not None:
             k, v = cache.extend(layer_index, k, v)
         attended = causal_attention(q, k, v, first_position).transpose(1, 2).reshape(batch * seq, hl * c.head_dim)
-        x = x + self.proj(attended, sp)
-        return x + self.mlp(_normalise(self.norm2, x, self.comm, sp), sp)
+        x = x + self.proj(attended, sp, binding)
+        return x + self.mlp(_normalise(self.norm2, x, self.comm, sp), sp, binding)
 
 
 class TensorParallelGPT(nn.Module):
@@ -224,6 +229,9 @@ class TensorParallelGPT(nn.Module):
         """tokens [B, S] int64, the same on every rank. Returns logits [B·S/P, vocab] for this
         rank's token block (token_block) with sequence parallelism, else [B·S, vocab] for every
         token. cache: a KVCache to fill (prefill) or extend (decode); positions continue from it."""
+        return self._forward(tokens, cache, sequence_parallel, None)
+
+    def _forward(self, tokens, cache, sequence_parallel, binding):
         sp = self.sequence_parallel if sequence_parallel is None else sequence_parallel
         self._check_tokens(tokens, sp)
         first = 0 if cache is None else cache.length
@@ -232,7 +240,7 @@ class TensorParallelGPT(nn.Module):
                                 f"max_seq={self.config.max_seq}")
         x = self._embed(tokens, first, sp)
         for i, block in enumerate(self.blocks):
-            x = block(x, tokens.shape[0], cache, i, first, sp)
+            x = block(x, tokens.shape[0], cache, i, first, sp, binding)
         return self._logits(x, sp)
 
     def loss(self, tokens, targets):
@@ -269,8 +277,11 @@ class TensorParallelGPT(nn.Module):
     @torch.no_grad()
     def decode(self, next_tokens, cache):
         """One step: next_tokens [B, 1] at position cache.length; returns logits [B, vocab]. M = B
-        rows per fused GEMM, without sequence parallelism."""
-        return self(next_tokens, cache, sequence_parallel=False)
+        rows per fused GEMM, without sequence parallelism. The row-parallel layers' all-reduces
+        are bound to the cache (KVCache.binding) at its first step, so that every later step
+        sends only their own messages; the weights must not move to new storage while a cache
+        decodes (an optimizer's in-place step is fine)."""
+        return self._forward(next_tokens, cache, False, cache.binding)
 
     @torch.no_grad()
     def generate(self, prompt, steps):

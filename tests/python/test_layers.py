@@ -81,6 +81,49 @@ def test_row_parallel_linear(comm, rng, sp, bias, dtype):
         check(layer.bias.grad, br.grad, T, dtype)
 
 
+def close(got, want, k, dtype):
+    """check(), with bfloat16's tolerance (8 of its epsilons, 2^-8, times sqrt(k) + 4) too."""
+    if dtype != torch.bfloat16:
+        return check(got, want, k, dtype)
+    got, want = got.detach().to(torch.float64), want.detach().to(torch.float64)
+    assert (torch.linalg.norm(got - want) / torch.linalg.norm(want)).item() <= 8 * 2.0**-8 * (k**0.5 + 4)
+
+
+@pytest.mark.parametrize("bias,dtype", [(True, torch.float32), (False, torch.float64), (True, torch.bfloat16)])
+def test_row_parallel_bound_forward(comm, rng, bias, dtype):
+    """An inference loop through bound_forward: each step's new x (copied into the bound buffer)
+    gives the reference's output, a new tensor each step; an in-place weight update (what an
+    optimizer does) is seen without binding again; a new Binding binds again after the weight
+    moved to new storage, which the old one refuses on every rank alike; with autograd on, the
+    binding is not used."""
+    fin, fout = 4 * P, 7
+    layer = ct.RowParallelLinear(fin, fout, comm, bias=bias, dtype=dtype)
+    binding = ct.Binding()
+    outputs = []
+    for step in range(4):
+        x = whole(rng, (3, fin), dtype)
+        if step != 1:  # step 1 keeps step 0's weight
+            w = whole(rng, (fout, fin), dtype)
+            with torch.no_grad():
+                layer.weight.copy_(layer.shard_weight(w))
+        with torch.no_grad():
+            y = layer(layer.shard_weight(x).contiguous(), binding=binding)
+        close(y, F.linear(exact(x), exact(w), exact(layer.bias) if bias else None), fin, dtype)
+        outputs.append(y)
+    assert len({o.data_ptr() for o in outputs}) == len(outputs)  # each the caller's to keep
+    assert len(layer._bound) == 1
+    with torch.no_grad():
+        layer.weight.data = layer.weight.detach().clone()
+    x = layer.shard_weight(whole(rng, (3, fin), dtype)).contiguous()
+    with torch.no_grad(), pytest.raises(cofuse.Error, match="storage moved"):
+        layer(x, binding=binding)
+    with torch.no_grad():
+        close(layer(x, binding=ct.Binding()), layer(x), fin, dtype)
+    xg = x.clone().requires_grad_()
+    layer(xg, binding=binding).sum().backward()
+    assert xg.grad is not None and layer.weight.grad is not None
+
+
 def relative_error(got, want):
     got, want = got.detach().to(torch.float64), want.detach().to(torch.float64)
     return (torch.linalg.norm(got - want) / max(torch.linalg.norm(want), 1e-300)).item()

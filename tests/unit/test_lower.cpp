@@ -525,6 +525,53 @@ TEST(Lower, SerialIsTheBaseline) {
   EXPECT_NE(plan.dump().find("2 tasks: 1 gemm, 1 communication"), std::string::npos) << plan.dump();
 }
 
+TEST(Lower, PackedColumnBlocksAreOneGemmAndAPackPerRank) {
+  // gemm_rs along n, data=uniform: one GEMM over every block's rows, each block packed into its
+  // slot, then the library collective; hetero makes one GEMM per block into its slot.
+  for (int p : {1, 2, 3})
+    for (const char* text : {"serial-packed", "overlap=chunk,chunks=2,data=uniform,algo=coll"}) {
+      const OpDesc d{OpKind::gemm_rs, 7, 6 * p, 4 * p, DType::f32, false, true, Axis::n, p};
+      const Schedule s = *Schedule::parse(text);
+      ASSERT_TRUE(s.validate_for(d).ok()) << s.validate_for(d).message();
+      std::vector<Plan> plans;
+      for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
+      const int pieces = s.overlap == Overlap::none ? 1 : 2;
+      int gemms = 0, packs = 0;
+      for (const Task& t : plans[0].tasks) {
+        if (t.kind == TaskKind::gemm) {
+          ++gemms;
+          EXPECT_EQ(t.z.cols, d.n) << t.label;
+        }
+        packs += t.kind == TaskKind::pack;
+      }
+      EXPECT_EQ(gemms, pieces) << text;
+      EXPECT_EQ(packs, pieces * p) << text;
+      EXPECT_EQ(find_race(plans[0]), "") << text;
+      SymbolicRun run(d, plans, false);
+      EXPECT_EQ(run.run(), "") << text;
+      EXPECT_EQ(run.check_outputs(), "") << text;
+      // The same schedule with data=hetero: a GEMM per block, nothing packed.
+      Schedule hetero = s;
+      hetero.data = DataMode::hetero;
+      int hetero_gemms = 0;
+      for (const Task& t : lower(d, hetero, 0).tasks) {
+        hetero_gemms += t.kind == TaskKind::gemm;
+        EXPECT_NE(t.kind, TaskKind::pack) << t.label;
+      }
+      EXPECT_EQ(hetero_gemms, pieces * p) << text;
+    }
+  // Only gemm_rs along n by the library collective packs blocks in its baseline.
+  for (const OpDesc& d : {OpDesc{OpKind::gemm_rs, 8, 8, 8, DType::f32, false, false, Axis::m, 2},
+                          OpDesc{OpKind::gemm_ar, 8, 8, 8, DType::f32, false, false, Axis::none, 2},
+                          OpDesc{OpKind::ag_gemm, 8, 8, 8, DType::f32, false, false, Axis::m, 2}})
+    EXPECT_NE(Schedule::parse("serial-packed")->validate_for(d).message().find("preset 'serial-packed'"),
+              std::string::npos)
+        << d.to_string();
+  const OpDesc n{OpKind::gemm_rs, 8, 8, 8, DType::f32, false, false, Axis::n, 2};
+  EXPECT_FALSE(Schedule::parse("serial-packed,algo=ring")->validate_for(n).ok());
+  EXPECT_EQ(schedule_name(*Schedule::parse("overlap=none,data=uniform")), "serial-packed");
+}
+
 TEST(Lower, ChunksLargerThanAShardAreClamped) {
   const OpDesc d{OpKind::ag_gemm, 4, 4, 4, DType::f32, false, false, Axis::m, 4};  // one row per shard
   const Plan plan = lower(d, *Schedule::parse("hetero-unfused-1d,chunks=64"), 1);

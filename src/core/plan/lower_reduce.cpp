@@ -94,8 +94,22 @@ Plan lower_reduce(PlanBuilder& pb) {
       const View slots = partial_slot(q.rows.size * P, q.cols.size);
       std::vector<int> gemms;
       const bool one_gemm = !col_blocks && pieces.size() == 1;  // rows blocks of S stacked = S itself
+      // Column blocks with data=uniform, each piece as wide as its block: one GEMM over every
+      // block's piece at once, then each block packed into its slot (the hand-written code's
+      // shape). hetero computes each block straight into its slot: P narrower GEMMs and no copy.
+      // Which is faster is the BLAS's (and M's) business, so both are candidates.
+      const bool packed = col_blocks && s.data == DataMode::uniform && q.cols.size == d.n / P;
       if (one_gemm) {
         gemms.push_back(partial("gemm all blocks", slots, {0, d.m}, {0, d.n}, {}, 0, qi));
+      } else if (packed) {
+        const View whole = partial_slot(q.rows.size, d.n);
+        const std::string piece = pieces.size() > 1 ? " piece " + std::to_string(qi) : "";
+        const int g = partial("gemm all blocks" + piece, whole, q.rows, {0, d.n}, {}, 0, qi);
+        for (int b = 0; b < P; ++b) {
+          const View from = dense_view(whole.buf, whole.offset + b * q.cols.size, q.rows.size, q.cols.size, d.n);
+          const View z = dense_view(slots.buf, slots.offset + b * e, q.rows.size, q.cols.size, q.cols.size);
+          gemms.push_back(pb.copy(TaskKind::pack, name("pack", b, qi), from, z, {g}, 0, qi));
+        }
       } else {
         for (int b = 0; b < P; ++b) {
           View z = dense_view(slots.buf, slots.offset + b * e, q.rows.size, q.cols.size, q.cols.size);

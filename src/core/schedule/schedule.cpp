@@ -106,6 +106,9 @@ const std::vector<Preset>& presets() {
         {"serial-ring", serial_ring_schedule(),
          "the unfused baseline by cofuse's own transport: whole GEMM and a blocking point-to-point ring, one after "
          "the other"},
+        {"serial-packed", make(O::none, 1, Split::d1, DataMode::uniform, Fusion::unfused, CommDriver::thread, Algo::coll),
+         "gemm_rs along n only: the unfused baseline as hand-written code makes it, one whole GEMM, each rank's "
+         "column block packed, one reduce-scatter ('serial' makes one GEMM per column block, straight into place)"},
         {"shard", make(O::shard, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
          "one ring step per peer shard, progress thread (FiCCO's shard-overlap baseline)"},
     };
@@ -221,15 +224,21 @@ Status Schedule::validate_for(const OpDesc& desc) const {
     // The unfused baselines differ only in how they move the data: a library collective
     // (serial), or cofuse's own point-to-point ring or direct exchange (serial-ring), flat or
     // two-level, partial sums in the op's dtype or f32.
+    // gemm_rs along n by the library collective also varies in data: uniform makes one GEMM
+    // and packs every rank's column block, hetero makes one GEMM per block (lower_reduce).
     Schedule base = serial_schedule();
     base.algo = algo;
     base.topo = topo;
     base.host_ranks = host_ranks;
     base.wire = wire;
+    const bool packs_blocks = desc.op == OpKind::gemm_rs && desc.axis == Axis::n && algo == Algo::coll;
+    if (packs_blocks) base.data = data;
     if (!(*this == base))
       return fail("overlap=none is the unfused baseline (whole GEMM and whole communication, one after the other) "
                   "and varies only in algo: " + serial_schedule().to_string() +
-                  " (preset 'serial'), or the same with algo=ring (preset 'serial-ring') or algo=direct");
+                  " (preset 'serial'), or the same with algo=ring (preset 'serial-ring') or algo=direct; and for "
+                  "gemm_rs along n by the library collective in data (data=uniform: one GEMM, then each rank's "
+                  "column block packed; preset 'serial-packed')");
     return Status::Ok();
   }
   if (overlap == Overlap::shard) {
@@ -265,6 +274,7 @@ std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<
       if (can_run(Backend::cpu_mpi, desc, two).ok()) out.push_back(two);
     }
   };
+  add(make(Overlap::none, 1, Split::d1, DataMode::uniform, Fusion::unfused, CommDriver::thread, Algo::coll));
   for (Algo a : {Algo::ring, Algo::direct}) add(make(Overlap::none, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, a));
   for (Fusion f : kFusions) {
     const CommDriver e = f == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
