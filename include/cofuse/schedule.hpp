@@ -132,15 +132,15 @@ struct Preset {
   std::string summary;
 };
 
-/// Every preset: serial, serial-ring, shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
+/// Every preset: serial, serial-ring, serial-packed (gemm_rs along n only), shard, and FiCCO's {uniform, hetero} x {unfused, fused} x {1d, 2d}.
 const std::vector<Preset>& presets();
 
 /// The preset name of a schedule, or its full string form when no preset is it.
 std::string schedule_name(const Schedule& schedule);
 
 /// Every CPU schedule (engine thread / inline) from a grid (chunks in `chunk_counts`) that the
-/// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)): serial first, then the unfused
-/// baselines by ring and direct exchange, then the overlapped schedules. With `ranks_per_host`
+/// CPU backend can run for desc (can_run(Backend::cpu_mpi, ...)): serial first, then
+/// serial-packed (gemm_rs along n only), the unfused baselines by ring and direct exchange, then the overlapped schedules. With `ranks_per_host`
 /// R where 1 < R < P and R divides P (ranks in hosts of R), every flat ring schedule is followed
 /// by its two-level twin (topo=2level,host_ranks=R); otherwise only flat schedules.
 std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<int>& chunk_counts = {2, 4, 8},

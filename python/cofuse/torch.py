@@ -242,15 +242,24 @@ class RowParallelLinear(_ParallelLinear):
         makes one per cache). The first call of each binding, and of each new shape or dtype of
         x, binds (collective, as every call is); later calls of the same binding reuse it.
         Between them the weight must stay where it is (an optimizer's in-place step does;
-        replacing the parameter's storage does not: use a new Binding), else this raises."""
+        replacing the parameter's storage does not: use a new Binding), else this raises. The
+        check is this rank's own: a weight moved on some ranks only raises there, and the
+        others' all-reduce then ends at the call deadline. A layer keeps its Operations for up
+        to 4 shapes of x; a fifth closes them all and starts again."""
         x = _contiguous(x)
         key = (tuple(x.shape), x.dtype)
         entry = self._bound.get(key)
         if entry is None:
+            if len(self._bound) >= 4:  # shapes come and go (batch sizes): keep a few, not every one
+                for old in self._bound.values():
+                    old["op"].close()
+                self._bound.clear()
             m, k_local = x.shape
             op = _cofuse.Operation("gemm_ar", m, self.out_features, k_local * self.world, self.comm, dtype=x.dtype,
                                    trans_b=True, schedule=self.schedule, profile=self.profile)
-            entry = self._bound[key] = {"op": op, "a": torch.empty_like(x), "binding": None}
+            with torch.inference_mode(False):  # a normal tensor, usable in and out of inference mode
+                a = torch.empty(x.shape, dtype=x.dtype)
+            entry = self._bound[key] = {"op": op, "a": a, "binding": None}
         if entry["binding"] is not binding:
             entry["out"] = entry["op"].bind(entry["a"], self.weight.detach())
             entry["binding"], entry["weight"] = binding, self.weight.data_ptr()

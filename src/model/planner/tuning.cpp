@@ -198,6 +198,7 @@ double ModelCorrection::factor() const {
 std::string correction_family(const Schedule& s) {
   std::string f = s.overlap == Overlap::none ? "unfused " : "overlapped ";
   f += to_string(s.algo);
+  if (s.overlap == Overlap::none && s.data == DataMode::uniform) f += " packed";  // serial-packed: other GEMMs
   if (s.topo == Topo::two_level) f += " 2level";
   return f;
 }
