@@ -98,6 +98,15 @@ Schedule serial_ring_schedule() {
   return s;
 }
 
+namespace {
+// gemm_rs along n's unfused baseline in the hand-written code's shape (preset "serial-packed").
+Schedule serial_packed_schedule() {
+  Schedule s = serial_schedule();
+  s.data = DataMode::uniform;
+  return s;
+}
+}  // namespace
+
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> all = [] {
     using O = Overlap;
@@ -106,7 +115,7 @@ const std::vector<Preset>& presets() {
         {"serial-ring", serial_ring_schedule(),
          "the unfused baseline by cofuse's own transport: whole GEMM and a blocking point-to-point ring, one after "
          "the other"},
-        {"serial-packed", make(O::none, 1, Split::d1, DataMode::uniform, Fusion::unfused, CommDriver::thread, Algo::coll),
+        {"serial-packed", serial_packed_schedule(),
          "gemm_rs along n only: the unfused baseline as hand-written code makes it, one whole GEMM, each rank's "
          "column block packed, one reduce-scatter ('serial' makes one GEMM per column block, straight into place)"},
         {"shard", make(O::shard, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, Algo::ring),
@@ -274,7 +283,7 @@ std::vector<Schedule> enumerate_schedules(const OpDesc& desc, const std::vector<
       if (can_run(Backend::cpu_mpi, desc, two).ok()) out.push_back(two);
     }
   };
-  add(make(Overlap::none, 1, Split::d1, DataMode::uniform, Fusion::unfused, CommDriver::thread, Algo::coll));
+  add(serial_packed_schedule());
   for (Algo a : {Algo::ring, Algo::direct}) add(make(Overlap::none, 1, Split::d1, DataMode::hetero, Fusion::unfused, CommDriver::thread, a));
   for (Fusion f : kFusions) {
     const CommDriver e = f == Fusion::fused ? CommDriver::inline_ : CommDriver::thread;
