@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A whole transformer, end to end: training tokens/s, prefill latency and decode per-token
 latency of one GPT-style model (cofuse.plain_gpt's layout) three ways, measured side by side in
-one run (interleaved, each phase's median over its repeats, the slowest rank's time):
+one run (one phase at a time: every way's training steps, then its blocks, then its generations,
+the ways interleaved within a phase; each phase's median over its repeats, the slowest rank's time):
 
   cofuse-auto    cofuse.transformer.TensorParallelGPT, schedule "auto" (planned and tuned here)
   cofuse-serial  the same with schedule "serial" (cofuse's unfused baseline)
@@ -284,11 +285,16 @@ def main():
             if i < 34:
                 generation(name)
     times = {name: {"train_s": [], "block_s": [], "prefill_s": [], "decode_s": []} for name in names}
+    # One phase at a time, the ways interleaved within it (the order reversed every step, so drift
+    # hits every way alike). Not train, block and generation in one loop: a training step measured
+    # right after a generation ran 1.3-1.5x slower for the plain torch models on an AMD EPYC
+    # (Zen 5) VM, and a training job does not generate between its steps.
+    for phase, body in (("train_s", train), ("block_s", block)):
+        for i in range(args.steps):
+            for name in names if i % 2 == 0 else names[::-1]:
+                times[name][phase].append(timed(lambda: body(name)))
     for i in range(args.steps):
-        order = names if i % 2 == 0 else names[::-1]
-        for name in order:
-            times[name]["train_s"].append(timed(lambda: train(name)))
-            times[name]["block_s"].append(timed(lambda: block(name)))
+        for name in names if i % 2 == 0 else names[::-1]:
             prefill_s, decode_s = generation(name)
             times[name]["prefill_s"].append(prefill_s)
             times[name]["decode_s"].append(decode_s)
