@@ -66,7 +66,9 @@ class Race {
   /// (MAX, element by element) and passes them to close_round().
   bool round_over() const { return !settled_ && at_ == order_.size(); }
   /// This rank's numbers for the agreement: per candidate its median over counted calls (0 when
-  /// it has none), then per candidate its relative spread (interquartile range / median).
+  /// it has none), then per candidate its relative spread (twice the median absolute deviation
+  /// over the median: one stalled call does not make a candidate's calls look spread; 0 under
+  /// three counted calls).
   std::vector<double> round_numbers() const;
   /// Applies the halving and the stop to the agreed numbers; starts the next round or settles.
   void close_round(const std::vector<double>& agreed);
@@ -77,8 +79,9 @@ class Race {
   std::vector<bool> eligible() const;
   const std::vector<int>& calls() const { return calls_; }
   /// The noise as of the last closed round: the larger of the noise guard and the median
-  /// relative spread of the racing candidates' calls. The winner must beat serial by this much
-  /// (a lead smaller than the calls' own spread is no lead).
+  /// relative spread of the racing candidates that have three counted calls or more (the guard
+  /// alone while none has). The winner must beat serial by this much (a lead smaller than the
+  /// calls' own spread is no lead).
   double noise() const { return noise_; }
   int rounds() const { return round_; }
   int calls_used() const { return used_; }

@@ -155,6 +155,47 @@ TEST(Race, NoiseDoesNotDropTheBestOften) {
   EXPECT_EQ(winner_of(quiet, 0.03), 3u);
 }
 
+// One stalled call per candidate (a TCP retransmission, say: 3x its usual time) is not noise: the
+// candidate 12% ahead of serial still wins, where a spread taken as the interquartile range of
+// three calls made the noise 200% and kept serial. Calls spread through and through (0.8, 1.0,
+// 1.2 of their time, over and over) still ask for a lead as large as their spread.
+TEST(Race, OneStalledCallPerCandidateIsNotNoise) {
+  const std::vector<double> t = {1.0, 0.98, 0.88, 0.95, 1.1, 0.97};
+  std::map<std::size_t, int> calls;
+  Race stalled(t.size(), 24, 0.03);  // room for rounds 0 and 1 only: three counted calls each
+  run(stalled, [&](std::size_t c, std::size_t) { return t[c] * (++calls[c] == 3 ? 3.0 : 1.0); });
+  ASSERT_EQ(stalled.rounds(), 2);
+  EXPECT_EQ(winner_of(stalled, stalled.noise()), 2u);
+  EXPECT_LT(stalled.noise(), 0.05);
+
+  calls.clear();
+  const double spread[] = {0.8, 1.0, 1.2};
+  Race noisy(t.size(), 24, 0.03);
+  run(noisy, [&](std::size_t c, std::size_t) { return t[c] * spread[calls[c]++ % 3]; });
+  EXPECT_GT(noisy.noise(), 0.12);
+  EXPECT_EQ(winner_of(noisy, noisy.noise()), 0u);
+}
+
+// A round the excess bound cuts short leaves serial with three counted calls and the others
+// with two: the noise is what serial's calls showed (here 0.7, 1.0, 1.3: 60%), not the guard
+// that the others' unknown spreads, counted as 0, made it. A candidate 10% ahead on two calls
+// does not win then.
+TEST(Race, ARoundCutShortTakesItsNoiseFromTheCallsThatShowIt) {
+  const std::vector<double> t = {1.0, 0.9, 1.0, 1.0, 1.0};
+  std::map<std::size_t, int> calls;
+  const double serial_calls[] = {2.0, 1.0, 1.3, 0.7, 1.0, 1.0};
+  Race race(t.size(), 32, 0.03, 3.0);  // cut at serial's third counted call, in round 1
+  const std::vector<double> times = run_accounted(race, [&](std::size_t c, std::size_t) {
+    const int i = calls[c]++;
+    return c == 0 ? serial_calls[i] : t[c];
+  });
+  ASSERT_STREQ(race.stop_reason(), "the excess bound is spent");
+  ASSERT_EQ(race.calls()[0], 4);  // a warm-up and three counted
+  ASSERT_EQ(race.calls()[1], 3);  // a warm-up and two counted
+  EXPECT_GT(race.noise(), 0.3);
+  EXPECT_EQ(winner_of(race, race.noise()), 0u);
+}
+
 // A clear leader stops the race before its budget: after round 1, when every other survivor
 // trails the best by more than the noise.
 TEST(Race, StopsEarlyWhenTheLeadIsClear) {
