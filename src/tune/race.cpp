@@ -113,9 +113,10 @@ void Race::close_round(const std::vector<double>& agreed) {
   for (std::size_t c : field_)
     if (medians_[c] > 0) {
       alive.push_back(c);
-      // A spread of fewer than three counted calls is unknown, not none: counted as 0 it halved
-      // the noise of a round the excess bound cut short, where serial alone had three calls (at
-      // 4 ranks on 2 cores a candidate 10% ahead on two calls won, and ran 18% slower after).
+      // A spread of fewer than three counted calls is unknown, not none: counted as 0 it brought
+      // the noise down to the guard in a round the excess bound cut short, where serial alone had
+      // three calls (at 4 ranks on 2 cores a candidate 10% ahead on two calls won, and ran 18%
+      // slower than serial after).
       if (counted(samples_[c]).size() >= 3) spreads.push_back(agreed[n + c]);
     }
   if (alive.empty()) return settle("every candidate failed");
