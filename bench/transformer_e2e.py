@@ -289,12 +289,15 @@ def main():
     # hits every way alike). Not train, block and generation in one loop: a training step measured
     # right after a generation ran 1.3-1.5x slower for the plain torch models on an AMD EPYC
     # (Zen 5) VM, and a training job does not generate between its steps.
+    def order(step):
+        return names if step % 2 == 0 else names[::-1]
+
     for phase, body in (("train_s", train), ("block_s", block)):
         for i in range(args.steps):
-            for name in names if i % 2 == 0 else names[::-1]:
+            for name in order(i):
                 times[name][phase].append(timed(lambda: body(name)))
     for i in range(args.steps):
-        for name in names if i % 2 == 0 else names[::-1]:
+        for name in order(i):
             prefill_s, decode_s = generation(name)
             times[name]["prefill_s"].append(prefill_s)
             times[name]["decode_s"].append(decode_s)

@@ -9,6 +9,10 @@ namespace cofuse::detail {
 
 namespace {
 
+// The fewest counted calls whose spread says anything: under it a spread is unknown (0), and
+// the noise is not taken from it.
+constexpr std::size_t kSpreadCalls = 3;
+
 // A candidate's counted calls: all but its first (the warm-up) when it has more than one.
 std::vector<double> counted(const std::vector<double>& samples) {
   std::vector<double> c = samples;
@@ -21,9 +25,9 @@ std::vector<double> counted(const std::vector<double>& samples) {
 // evenly spread noise, but one stalled call among a candidate's few moves it little. The
 // interquartile range of three calls is the slowest one's distance from the median: on a
 // 2 Gbit/s switch one stall per candidate made the race's noise 96%, and serial was kept
-// against a candidate 12% ahead of it. 0 under three calls, where it says nothing.
-double spread_of_sorted(const std::vector<double>& v) {
-  if (v.size() < 3) return 0;
+// against a candidate 12% ahead of it. 0 under kSpreadCalls calls, where it says nothing.
+double relative_spread(const std::vector<double>& v) {
+  if (v.size() < kSpreadCalls) return 0;
   const double med = measure::summarize(v).median;
   if (!(med > 0)) return 0;
   std::vector<double> deviations;
@@ -97,7 +101,7 @@ std::vector<double> Race::round_numbers() const {
   for (std::size_t c = 0; c < n; ++c) {
     const std::vector<double> v = counted(samples_[c]);
     out[c] = measure::summarize(v).median;
-    out[n + c] = spread_of_sorted(v);
+    out[n + c] = relative_spread(v);
   }
   return out;
 }
@@ -117,7 +121,7 @@ void Race::close_round(const std::vector<double>& agreed) {
       // the noise down to the guard in a round the excess bound cut short, where serial alone had
       // three calls (at 4 ranks on 2 cores a candidate 10% ahead on two calls won, and ran 18%
       // slower than serial after).
-      if (counted(samples_[c]).size() >= 3) spreads.push_back(agreed[n + c]);
+      if (counted(samples_[c]).size() >= kSpreadCalls) spreads.push_back(agreed[n + c]);
     }
   if (alive.empty()) return settle("every candidate failed");
   // The noise: what the guard says, or what the calls showed, whichever is larger (the guard
