@@ -39,7 +39,9 @@ for label in ("auto_first", "auto_second"):
     t = r.get("tuning") or {}
     print(f"{label}: per call {r['times_ms']['total']['median']:.3f} ms; settled by {t.get('settled_by')}; "
           f"race {t.get('calls_raced')} calls in {t.get('rounds')} rounds ({t.get('stop_reason')}); "
-          f"tuning {t.get('tuning_s', 0):.3f} s, beyond the kept schedule {t.get('tuning_excess_s', 0):.3f} s; "
+          f"tuning {t.get('tuning_s', 0):.3f} s, beyond the kept schedule {t.get('tuning_excess_s', 0):.3f} s, "
+          f"race beyond its fastest call {t.get('race_excess_s', 0):.3f} s (bound {t.get('excess_bound_s', 0):.3f} s); "
+          f"calibration {t.get('calibration_s', 0):.3f} s; "
           f"profile: {t.get('profile_source', '')[:160]}")
 r = json.load(open(f"{out}/first-use-{link}-serial.json"))
 print(f"serial: per call {r['times_ms']['total']['median']:.3f} ms")

@@ -43,6 +43,10 @@ struct TuningReport {
   PlanChoice model_choice;
   std::string profile;         // the profile planned with (its name: the database's machine key)
   std::string profile_source;  // where it came from (PlanningProfile::source, calibrate.hpp)
+  /// Seconds the calibration took in this process (Calibration::this_call_s: measured, or the
+  /// kept one checked; 0 for a named profile). The communicator's auto operations share one
+  /// (Context), so each of their reports names the same.
+  double calibration_s = 0;
   /// The candidates raced (serial first, then the best other unfused way, then the model's best
   /// overlapped schedules), with their medians once settled by measurement (a candidate
   /// dropped early keeps the median it was dropped with); empty when it settled at once.

@@ -22,15 +22,27 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+// The model name, with the family and model numbers: a VM's name can be as bare as "AMD EPYC"
+// for a Zen 3 and a Zen 5 alike, and records, calibrations and the GEMM table are kept per CPU.
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown";
+  std::string line, name, family, model;
+  auto value = [&line] {
+    const auto colon = line.find(':');
+    const auto start = colon == std::string::npos ? std::string::npos : line.find_first_not_of(' ', colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
+  // The first processor's entry (the keys repeat per processor); "model" alone, not "model name".
+  auto key = [&line](std::string_view k) {
+    return line.rfind(k, 0) == 0 && line.find_first_not_of(" \t", k.size()) == line.find(':');
+  };
+  while (std::getline(in, line)) {
+    if (name.empty() && key("model name")) name = value();
+    if (family.empty() && key("cpu family")) family = value();
+    if (model.empty() && key("model")) model = value();
+  }
+  if (name.empty()) return "unknown";
+  return family.empty() || model.empty() ? name : name + " (family " + family + ", model " + model + ")";
 }
 
 // Median round trip of `reps` ping-pongs of `bytes` between ranks 0 and 1 (seen by rank 0).

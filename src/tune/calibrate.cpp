@@ -44,7 +44,11 @@ struct JobSignature {
   std::string compute_key;  // the compute table's key: this CPU, BLAS, threads and ranks per host
   std::string hosts;        // for messages
   int ranks_per_host = 1;
+  // One host and no TCP named (measure::shared_memory_transport): the quick check is judged
+  // more loosely (measure::check_tolerance).
+  bool shared_memory = false;
 };
+
 
 // Which bf16 path measured the rates: a calibration of the other path is not reused (its bf16
 // GEMMs would be 2-4x off).
@@ -72,9 +76,12 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
     if (const char* v = std::getenv(variable); v && *v) transport += std::string(variable + 9) + "=" + v + " ";
   if (transport.empty()) transport = "default ";
   transport.pop_back();
+  s.shared_memory = measure::shared_memory_transport(per_host.size(), transport);
+  // The CPU too: a host name can outlive its hardware (a VM moved to another machine), and a
+  // kept calibration's GEMM rates are that CPU's.
   s.text = "hosts=" + s.hosts + " ranks=" + std::to_string(size) + " per_host=" + std::to_string(s.ranks_per_host) +
            " host_groups=" + std::to_string(layout.hosts) + (layout.regular ? "" : "(irregular)") + " by " + layout.source +
-           " transport=" + transport + " bf16=" + bf16_path_name();
+           " transport=" + transport + " bf16=" + bf16_path_name() + " cpu=" + machine["cpu_model"].get<std::string>();
   s.compute_key = "cpu=" + machine["cpu_model"].get<std::string>() + " blas=" + build_info().blas +
                   " bf16=" + bf16_path_name() + " vector=" + detail::to_string(detail::best_vector_level()) +
                   " threads=" + machine["openblas_num_threads"].get<std::string>() +
@@ -132,6 +139,12 @@ std::string gbps(double v) { return fixed(v, v < 1 ? 3 : 2) + " GB/s"; }
 
 }  // namespace
 
+std::string Calibration::parts() const {
+  if (link_s <= 0) return "";  // kept before the parts were: not known
+  return table_s > 0 ? " (the GEMM table " + fixed(table_s, 2) + " s, the rest " + fixed(link_s, 2) + " s)"
+                     : " (the GEMM table kept for this CPU, the rest " + fixed(link_s, 2) + " s)";
+}
+
 std::string Calibration::summary() const {
   const MachineProfile& p = profile;
   auto range = [](const std::vector<GemmPoint>& table) {
@@ -144,7 +157,7 @@ std::string Calibration::summary() const {
   };
   std::ostringstream o;
   o << "Calibrated on this communicator (" << signature << ") at " << measured_at << " in " << fixed(measure_s, 2)
-    << " s" << (from_cache ? ", reused from " + cache_file + " (quick check " + gbps(check_GBps) + ", kept " +
+    << " s" << parts() << (from_cache ? ", reused from " + cache_file + " (quick check " + gbps(check_GBps) + ", kept " +
                                  gbps(cached_check_GBps) + ")"
                            : ", measured now")
       << ": GEMM " << range(p.compute.measured) << " GFLOP/s per rank over " << p.compute.measured.size()
@@ -192,13 +205,16 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   const std::string held = measure::read_text(path);
   const AgreedText kept = agree_on_text(comm, held);
   measure::JudgedCalibration judged;
+  // Rank 0's answer, as the signature is, so every rank judges alike.
+  const bool shared_memory = agree_on_text(comm, job.shared_memory ? "1" : "0").text == "1";
+  const double tolerance = measure::check_tolerance(shared_memory, options.check_tolerance);
   if (options.use_cache) {
-    judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
+    judged = measure::judge_calibration(kept.text, path, job.text, check, tolerance);
     if (all_agree(comm, judged.check_disagrees)) {
       // A second look before measuring: load only ever slows the check, and the better of two
       // is what the link can do.
       check = std::max(check, measure::ring_check_GBps(comm));
-      judged = measure::judge_calibration(kept.text, path, job.text, check, options.check_tolerance);
+      judged = measure::judge_calibration(kept.text, path, job.text, check, tolerance);
     }
     if (all_agree(comm, judged.calibration && kept.everyone_holds_it)) {
       judged.calibration->this_call_s = seconds_since(start);
@@ -224,7 +240,15 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   const measure::ProfileEffort brief{measure::Effort::brief};
   const measure::ProfileProgress quiet = [](double, const std::string&) {};
   measure::Measured m;
-  m.compute = compute ? *compute : measure::measure_compute(comm, brief, quiet);
+  // Timed apart: the GEMM table is kept per CPU, so only a machine's first calibration pays it,
+  // and what a first use costs is said in those two parts (docs/planner.md "What first use costs").
+  const double before_table_s = measure::max_over_ranks(comm, seconds_since(start));
+  if (compute) {
+    m.compute = *compute;
+  } else {
+    m.compute = measure::measure_compute(comm, brief, quiet);
+    c.table_s = measure::max_over_ranks(comm, seconds_since(start)) - before_table_s;
+  }
   std::string notes;
   if (size > 1) {
     m.network = measure::measure_network(comm, brief, SimOptions{}.poll_us, quiet, measure::two_level_ranks_per_host(comm));
@@ -247,14 +271,15 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   c.profile = measure::build_profile(request, m, size, machine);
   c.signature = job.text;
   c.cached_check_GBps = check;
-  c.measure_s = seconds_since(start);
+  c.measure_s = measure::max_over_ranks(comm, seconds_since(start));
+  c.link_s = c.measure_s - c.table_s;
   // The measurements are the same on every rank (each is the slowest rank's); the clocks are
   // not. Every rank adopts rank 0's text whole, so all plan with the same profile and keep (and
   // later compare) the same bytes.
   const std::string text = agree_on_text(comm, measure::calibration_text(c)).text;
   const std::string warning = c.warning;
   std::optional<Error> unreadable;
-  measure::JudgedCalibration adopted = measure::judge_calibration(text, path, job.text, check, options.check_tolerance);
+  measure::JudgedCalibration adopted = measure::judge_calibration(text, path, job.text, check, tolerance);
   if (!adopted.calibration)
     unreadable = Error(ErrorCode::internal, "the calibration just measured does not read back: " + adopted.problem);
   detail::agree_on_failure(comm, unreadable, [](int rank) {

@@ -44,6 +44,16 @@ JudgedCalibration judge_calibration(const std::string& text, const std::string& 
 /// most 1 + tolerance. A file kept without a link (one rank, 0) agrees with anything.
 bool check_agrees(double check_GBps, double kept_GBps, double tolerance);
 
+/// Whether ranks on `host_count` hosts, told `transport` (the OMPI_MCA_* settings as the
+/// signature writes them, "default" for none), talk through shared memory: one host, no TCP.
+bool shared_memory_transport(std::size_t host_count, const std::string& transport);
+
+/// The tolerance a quick check is judged with (check_agrees): `asked`, but at least 2 (a factor 3
+/// either way) over shared memory, where nothing but the cores' load moves the check (3.2 to 6.1
+/// GB/s in six idle processes in a row at 2 ranks, 2026-12-04: half of them measured again
+/// under 25%); a network can change under one signature (a link reshaped), so there `asked` holds.
+double check_tolerance(bool shared_memory, double asked);
+
 /// The compute table's text (schema kComputeTableSchema) under `key` (CPU, BLAS, threads, ranks
 /// per host), and back: nullopt and why for a file that is corrupt or made for another key.
 std::string compute_table_text(const ComputeResult& r, const std::string& key);

@@ -233,6 +233,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   state_ = &state;
   report_.profile = planning.profile.name;
   report_.profile_source = planning.source;
+  report_.calibration_s = planning.calibration ? planning.calibration->this_call_s : 0;
   report_.tuning_db = tuning_db;
   // Its own collectives (the agreements, rank 0's answer) end the job at the deadline too.
   const detail::CallDeadline deadline(state, deadline_s_, what + ", planning",
@@ -466,7 +467,8 @@ std::string TuningOperation::explain() const {
   const PlanChoice& choice = report_.model_choice;
   const std::vector<TunedCandidate>& candidates = report_.candidates;
   std::ostringstream o;
-  o << "Profile: " << report_.profile_source << ". ";
+  const std::string& source = report_.profile_source;
+  o << "Profile: " << source << (!source.empty() && source.back() == '.' ? " " : ". ");
   switch (report_.settled_by) {
     case SettledBy::database:
       o << "Settled at once from the tuning database " << report_.tuning_db << ": " << choice.why;
@@ -503,6 +505,10 @@ std::string TuningOperation::explain() const {
         o << "The race cost " << ms(report_.excess_s) << " beyond its fastest call (bound " << ms(report_.excess_bound_s)
           << ": " << measure::fixed(report_.tune_excess, 1) << " of serial's calls"
           << (excess_floor_s_ > 0 ? ", at least " + ms(excess_floor_s_) : std::string()) << "). ";
+      if (report_.calibration_s > 0)
+        o << "First use in this process: the calibration's " << ms(report_.calibration_s) << " and the race's "
+          << ms(report_.excess_s) << " beyond its fastest call, " << ms(report_.calibration_s + report_.excess_s)
+          << " in all; a later process reads both back. ";
       std::size_t fastest = 0;
       for (std::size_t i = 1; i < candidates.size(); ++i)
         if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;

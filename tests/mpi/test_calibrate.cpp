@@ -64,6 +64,10 @@ TEST(Calibrate, MeasuresOnceThenReusesAndEveryRankAgrees) {
   EXPECT_FALSE(first.cache_file.empty());
   EXPECT_TRUE(fs::exists(first.cache_file));
   EXPECT_NE(first.signature.find("ranks=" + std::to_string(test::world_size())), std::string::npos) << first.signature;
+  // Kept per CPU too: a host name can outlive its hardware.
+  EXPECT_NE(first.signature.find(" cpu="), std::string::npos) << first.signature;
+  // What the measurement's time went on.
+  EXPECT_NE(first.summary().find("the GEMM table"), std::string::npos) << first.summary();
   EXPECT_FALSE(first.profile.compute.measured.empty());
   expect_same_everywhere(first);
 

@@ -297,6 +297,22 @@ TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {
   EXPECT_TRUE(judged.calibration) << judged.problem;
 }
 
+TEST(CalibrationCache, SharedMemoryChecksAreJudgedByAFactorOfThreeNetworksByTheTolerance) {
+  EXPECT_TRUE(measure::shared_memory_transport(1, "default"));
+  EXPECT_TRUE(measure::shared_memory_transport(1, "btl=self,vader"));
+  EXPECT_FALSE(measure::shared_memory_transport(1, "btl=tcp,self btl_tcp_if_include=lo"));  // bench/netlab
+  EXPECT_FALSE(measure::shared_memory_transport(2, "default"));
+  // Over shared memory a check 2x off the kept one is load, 4x off is another machine's.
+  const double shm = measure::check_tolerance(true, 0.25), tcp = measure::check_tolerance(false, 0.25);
+  EXPECT_TRUE(measure::check_agrees(3.2, 6.1, shm));
+  EXPECT_TRUE(measure::check_agrees(6.1, 3.2, shm));
+  EXPECT_FALSE(measure::check_agrees(1.5, 6.1, shm));
+  EXPECT_FALSE(measure::check_agrees(3.2, 6.1, tcp));
+  EXPECT_TRUE(measure::check_agrees(0.22, 0.25, tcp));
+  // A wider tolerance asked for is kept.
+  EXPECT_DOUBLE_EQ(measure::check_tolerance(true, 100), 100);
+}
+
 TEST(Summarize, MedianMinMax) {
   const measure::Summary odd = measure::summarize({5, 1, 3});
   EXPECT_DOUBLE_EQ(odd.median, 3);

@@ -219,6 +219,7 @@ std::string settled_line(const Operation& op, double tuning_s) {
         << " s, " << tuning_excess_s(t, tuning_s) << " s more than " << t.calls_raced << " calls of the kept schedule";
       if (t.excess_bound_s > 0)
         o << " (the race's excess bound: " << t.excess_bound_s << " s, " << t.tune_excess << " serial calls)";
+      if (t.calibration_s > 0) o << "; the calibration took " << t.calibration_s << " s in this process";
       break;
     }
     case SettledBy::tuning: o << "still tuning"; break;  // not reached: run calls it until settled
@@ -237,6 +238,7 @@ nlohmann::json autotune_json(const Operation& op, double tuning_s) {
           {"settled_by", to_string(t.settled_by)}, {"tuning_calls", t.calls}, {"calls_raced", t.calls_raced},
           {"rounds", t.rounds}, {"stop_reason", t.stop_reason}, {"tuning_s", tuning_s},
           {"tuning_excess_s", tuning_excess_s(t, tuning_s)}, {"race_excess_s", t.excess_s},
+          {"calibration_s", t.calibration_s},
           {"excess_bound_s", t.excess_bound_s}, {"tune_excess", t.tune_excess}, {"candidates", candidates},
           {"tuning_db", t.tuning_db}, {"explain", op.explain()}};
 }

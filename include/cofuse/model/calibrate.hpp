@@ -10,8 +10,8 @@
 //     thread count, so a second link on the same machine does not measure it again);
 //   - contention: GEMM and communication slowing each other on one rank;
 // agrees the result across ranks (every rank ends with the same profile), and writes it under
-// cache_dir (config::cache_dir()) keyed by a signature: the hosts, ranks per host (host_layout: MPI_COMM_TYPE_SHARED or COFUSE_RANKS_PER_HOST) and the MPI
-// transport. A later process with the same signature runs only a quick bandwidth check (a few
+// cache_dir (config::cache_dir()) keyed by a signature: the hosts, ranks per host (host_layout: MPI_COMM_TYPE_SHARED or COFUSE_RANKS_PER_HOST), the MPI
+// transport and the CPU. A later process with the same signature runs only a quick bandwidth check (a few
 // tens of ms) and reuses the file unless the check disagrees with it by more than 25%. A file that is
 // corrupt, of another schema or signature, or stale (the check disagrees) is measured again with
 // a warning, never trusted and never a crash. Ranks whose files differ (other hosts, other
@@ -36,8 +36,10 @@ struct CalibrateOptions {
   /// How far (a fraction) the quick check may be from the one kept with a file before the file
   /// is taken to describe another link and measured again. A check that disagrees is run a
   /// second time and the better one counts, so a burst of load does not cost a calibration.
-  /// Shared memory swings more than this on a loaded host (1 to 16 GB/s seen here with 6
-  /// processes on 2 cores): a test that must reuse its file passes a wide tolerance.
+  /// Where the ranks share one host and no TCP is named (shared memory), at least 2: there the
+  /// check measures the cores' load, not a link that could have changed (3.2 to 6.1 GB/s in six
+  /// idle processes in a row, 1 to 16 GB/s with 6 processes on 2 cores); a test that must reuse
+  /// its file under any load passes a wider one.
   double check_tolerance = 0.25;
   /// Deadline of the whole calibration, seconds, as ExecSettings::deadline_s (< 0: the
   /// configured deadline; 0: none). Past it the rank reports what it waited for and the job
@@ -54,6 +56,9 @@ struct Calibration {
   bool from_cache = false;    // the file was reused
   std::string measured_at;    // UTC time of the measurement
   double measure_s = 0;       // seconds the measurement took, when it was made
+  double link_s = 0;          // of which all but the GEMM table: the job's signature, the quick check, the link, the
+                              // collectives, contention (0: a file kept before this was recorded)
+  double table_s = 0;         // of which the GEMM table (0: the table kept for this CPU was reused)
   double this_call_s = 0;     // seconds calibrate() took in this process
   std::string cache_file;     // the file ("" when it could not be written; see warning)
   std::string warning;        // why a file was not reused, or could not be written ("" = none)
@@ -61,6 +66,10 @@ struct Calibration {
   /// One paragraph for explanations: what was measured, when, how long it took, the figures
   /// (GEMM rate, link latency and bandwidth, topology, collectives, contention).
   std::string summary() const;
+  /// What the measurement's time went on: " (the GEMM table 0.71 s, the rest 0.24 s)", or
+  /// " (the GEMM table kept for this CPU, the rest 0.24 s)"; "" for a file kept before this was
+  /// recorded.
+  std::string parts() const;
 };
 
 /// Collective over comm (every rank calls it; at least 1 rank; MPI_THREAD_SERIALIZED or more
