@@ -23,15 +23,18 @@ struct Shape {
 std::vector<Shape> grid(ProfileEffort effort, double max_flops) {
   if (effort.brief()) {
     // The piece shapes schedules make: few rows (a chunk of M) to many, against small and large
-    // n and k, both ways round.
+    // n and k, both ways round. Down to one row: a decode step's M of 16 cut in 4-16 pieces is
+    // 1-4 rows a GEMM, where OpenBLAS's time hardly falls with m (m = 1, 4 and 16 of 512x1024
+    // took 139, 112 and 244 us on an AMD EPYC Zen 5), so m = 16's rate made such pieces look
+    // 2-9x faster than they run.
     std::vector<Shape> out;
-    for (int m : {16, 128, 1024})
+    for (int m : {1, 4, 16, 128, 1024})
       for (auto [n, k] : {std::pair{256, 256}, {1024, 1024}, {2048, 512}, {512, 2048}}) out.push_back({m, n, k});
     return out;
   }
   if (effort.quick()) return {{16, 1024, 512}, {64, 256, 128}, {256, 1024, 1024}, {1024, 1024, 1024}};
   std::vector<Shape> out;
-  for (int m : {16, 64, 256, 1024, 4096})
+  for (int m : {1, 4, 16, 64, 256, 1024, 4096})
     for (int n : {256, 1024, 2048})
       for (int k : {128, 512, 1024, 2048})
         if (Shape{m, n, k}.flops() <= max_flops) out.push_back({m, n, k});

@@ -112,7 +112,7 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   const std::string passes = "median of " + std::to_string(mc.passes) +
                              " samples interleaved with the other compute measurements, " + who;
   s["compute.measured"] = src.measured(
-      "cblas_sgemm f32, row-major, no transposes, beta 0, nonzero inputs; m in {16,64,256,1024,4096} x n in "
+      "cblas_sgemm f32, row-major, no transposes, beta 0, nonzero inputs; m in {1,4,16,64,256,1024,4096} x n in "
       "{256,1024,2048} x k in {128,512,1024,2048} up to " + fixed(mc.max_flops / 1e9, 1) + " GFLOP: " +
       shape_list(mc.grid) + "; seconds per call (a sample batches calls to >= 2 ms), " + passes);
   s["compute.peak_gflops_f32"] = src.measured("the best rate of compute.measured, at " + std::to_string(best->m) + "x" +

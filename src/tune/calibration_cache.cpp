@@ -1,5 +1,6 @@
 #include "tune/calibration_cache.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -118,6 +119,12 @@ JudgedCalibration judge_calibration(const std::string& text, const std::string& 
     out.problem = "stale (" + path + " was kept before bf16 GEMMs were measured shape by shape)";
     return out;
   }
+  // Measured before the table went down to one row: decode-sized pieces would take m = 16's rate.
+  if (std::none_of(c.profile.compute.measured.begin(), c.profile.compute.measured.end(),
+                   [](const GemmPoint& g) { return g.m == 1; })) {
+    out.problem = "stale (" + path + " was kept before GEMMs of one row were measured)";
+    return out;
+  }
   const std::optional<double> measured = epoch_seconds(c.measured_at);
   const double age_days = measured ? (double(std::time(nullptr)) - *measured) / 86400 : 1e9;
   if (!measured || age_days > kCalibrationMaxAgeDays || age_days < -1) {
@@ -189,6 +196,10 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
     r.blas_call_s = j.at("blas_call_s").get<double>();
     r.passes = j.at("passes").get<int>();
     r.max_flops = j.at("max_flops").get<double>();
+    if (std::none_of(r.grid.begin(), r.grid.end(), [](const GemmPoint& g) { return g.m == 1; })) {
+      *problem = "kept before GEMMs of one row were measured";
+      return std::nullopt;
+    }
     const bool bf16 = !r.grid_16.empty();  // measured where oneDNN multiplies bf16
     if (r.grid.empty() || (bf16 && r.grid_16.size() != r.grid.size()) || !(r.dgemm_gflops > 0) ||
         (bf16 ? !(r.bf16_gflops > 0) : r.bf16_gflops != 0) || !(r.copy_GBps > 0) || !(r.blas_call_s >= 0))

@@ -252,8 +252,8 @@ TEST(FormatRanks, CompressesRuns) {
 // the bf16 grid existed is measured again; a CPU without bf16 GEMMs keeps an empty grid and 0.
 TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
   measure::ComputeResult r;
-  r.grid = {{16, 256, 256, 20}, {1024, 1024, 1024, 90}};
-  r.grid_16 = {{16, 256, 256, 40}, {1024, 1024, 1024, 250}};
+  r.grid = {{1, 256, 256, 6}, {16, 256, 256, 20}, {1024, 1024, 1024, 90}};
+  r.grid_16 = {{1, 256, 256, 8}, {16, 256, 256, 40}, {1024, 1024, 1024, 250}};
   r.dgemm_n = 256;
   r.dgemm_gflops = 40;
   r.bf16_gflops = 120;
@@ -277,6 +277,12 @@ TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
   no_bf16.grid_16 = {r.grid_16[0]};  // half a grid
   no_bf16.bf16_gflops = 120;
   EXPECT_FALSE(measure::parse_compute_table(measure::compute_table_text(no_bf16, "key"), "key", &problem));
+  // Kept before the table went down to one row: decode-sized pieces would take m = 16's rate.
+  measure::ComputeResult no_rows = r;
+  no_rows.grid.erase(no_rows.grid.begin());
+  no_rows.grid_16.erase(no_rows.grid_16.begin());
+  EXPECT_FALSE(measure::parse_compute_table(measure::compute_table_text(no_rows, "key"), "key", &problem));
+  EXPECT_EQ(problem, "kept before GEMMs of one row were measured");
 }
 
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
@@ -284,6 +290,7 @@ TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
 TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {
   Calibration c;
   c.profile = load_profile("this-host-shm");
+  c.profile.compute.measured.push_back({1, 256, 256, 5});  // as a calibration since 2026-12-04 has
   c.profile.compute.peak_gflops_16 = 2 * c.profile.compute.peak_gflops_f32;
   c.profile.compute.measured_16.clear();
   c.signature = "sig";
@@ -295,6 +302,12 @@ TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {
   c.profile.compute.measured_16 = c.profile.compute.measured;
   judged = measure::judge_calibration(measure::calibration_text(c), "kept.json", "sig", 5, 0.25);
   EXPECT_TRUE(judged.calibration) << judged.problem;
+  // Kept before GEMMs of one row were measured: stale too.
+  c.profile.compute.measured.pop_back();
+  c.profile.compute.measured_16.pop_back();
+  judged = measure::judge_calibration(measure::calibration_text(c), "kept.json", "sig", 5, 0.25);
+  EXPECT_FALSE(judged.calibration);
+  EXPECT_NE(judged.problem.find("before GEMMs of one row were measured"), std::string::npos) << judged.problem;
 }
 
 TEST(CalibrationCache, SharedMemoryChecksAreJudgedByAFactorOfThreeNetworksByTheTolerance) {
