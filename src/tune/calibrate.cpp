@@ -49,7 +49,6 @@ struct JobSignature {
   bool shared_memory = false;
 };
 
-
 // Which bf16 path measured the rates: a calibration of the other path is not reused (its bf16
 // GEMMs would be 2-4x off).
 std::string bf16_path_name() { return detail::to_string(detail::bf16_gemm_path().kind); }
@@ -140,9 +139,9 @@ std::string gbps(double v) { return fixed(v, v < 1 ? 3 : 2) + " GB/s"; }
 }  // namespace
 
 std::string Calibration::parts() const {
-  if (link_s <= 0) return "";  // kept before the parts were: not known
-  return table_s > 0 ? " (the GEMM table " + fixed(table_s, 2) + " s, the rest " + fixed(link_s, 2) + " s)"
-                     : " (the GEMM table kept for this CPU, the rest " + fixed(link_s, 2) + " s)";
+  if (rest_s <= 0) return "";  // kept before the parts were: not known
+  return table_s > 0 ? " (the GEMM table " + fixed(table_s, 2) + " s, the rest " + fixed(rest_s, 2) + " s)"
+                     : " (the GEMM table kept for this CPU, the rest " + fixed(rest_s, 2) + " s)";
 }
 
 std::string Calibration::summary() const {
@@ -272,7 +271,7 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   c.signature = job.text;
   c.cached_check_GBps = check;
   c.measure_s = measure::max_over_ranks(comm, seconds_since(start));
-  c.link_s = c.measure_s - c.table_s;
+  c.rest_s = c.measure_s - c.table_s;
   // The measurements are the same on every rank (each is the slowest rank's); the clocks are
   // not. Every rank adopts rank 0's text whole, so all plan with the same profile and keep (and
   // later compare) the same bytes.

@@ -62,7 +62,7 @@ std::string calibration_text(const Calibration& c) {
                     {"check_GBps", c.cached_check_GBps},
                     {"measured_at", c.measured_at},
                     {"measure_s", c.measure_s},
-                    {"link_s", c.link_s},
+                    {"rest_s", c.rest_s},
                     {"table_s", c.table_s},
                     {"cofuse", info.version + " (git " + info.git_revision + ")"},
                     {"profile", json::parse(to_json(c.profile))}};
@@ -101,7 +101,7 @@ JudgedCalibration judge_calibration(const std::string& text, const std::string& 
     c.measured_at = j.at("measured_at").get<std::string>();
     c.measure_s = j.at("measure_s").get<double>();
     // Files kept before 2026-12-04 lack the parts: 0, "not known".
-    c.link_s = j.value("link_s", 0.0);
+    c.rest_s = j.value("rest_s", 0.0);
     c.table_s = j.value("table_s", 0.0);
     c.profile = parse_profile(j.at("profile").dump(), path);
     throw_if_error(c.profile.validate());

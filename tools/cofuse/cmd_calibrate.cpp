@@ -32,7 +32,7 @@ int calibrate_command(const CalibrateArgs& args) {
       if (rank != 0) continue;
       if (args.json) {
         nlohmann::ordered_json j = {{"call", i + 1},          {"from_cache", c.from_cache},   {"this_call_s", c.this_call_s},
-                                    {"measure_s", c.measure_s}, {"link_s", c.link_s}, {"table_s", c.table_s},
+                                    {"measure_s", c.measure_s}, {"rest_s", c.rest_s}, {"table_s", c.table_s},
                                     {"measured_at", c.measured_at}, {"signature", c.signature},
                                     {"check_GBps", c.check_GBps}, {"cache_file", c.cache_file}, {"warning", c.warning},
                                     {"profile", c.profile.name},  {"summary", c.summary()}};

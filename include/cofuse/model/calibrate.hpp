@@ -56,7 +56,7 @@ struct Calibration {
   bool from_cache = false;    // the file was reused
   std::string measured_at;    // UTC time of the measurement
   double measure_s = 0;       // seconds the measurement took, when it was made
-  double link_s = 0;          // of which all but the GEMM table: the job's signature, the quick check, the link, the
+  double rest_s = 0;          // of which all but the GEMM table: the job's signature, the quick check, the link, the
                               // collectives, contention (0: a file kept before this was recorded)
   double table_s = 0;         // of which the GEMM table (0: the table kept for this CPU was reused)
   double this_call_s = 0;     // seconds calibrate() took in this process
