@@ -41,7 +41,8 @@ inline constexpr std::string_view kUncalibratedProfile = "this-host-shm";
 inline constexpr int kAutotuneCalls = 32;
 /// The race's excess bound, in serial calls: it ends at the call where its calls so far took
 /// more than this many of serial's calls beyond its fastest call (tune/race.hpp), so a short
-/// job pays for tuning at most this, plus one call, beyond running the winner from the start.
+/// job pays for tuning at most this, plus one call and a confirmation of its leader (under four
+/// serial calls), beyond running the winner from the start.
 /// 8: a whole race of eight candidates within a few percent of one another cost 3.2 serial
 /// calls (gemm_rs 2048x2048x1536, shared memory); the bound ends the races whose candidates
 /// include far slower ones, or calls that stall (one call of 43 ms among 7 ms ones, 4 ranks on

@@ -457,7 +457,7 @@ TEST(AutoOperation, TheExcessBoundEndsTheRaceAtOneCallOnEveryRank) {
   }
   const TuningReport& t = *op.tuning();
   ASSERT_EQ(t.settled_by, SettledBy::measurement) << op.explain();
-  EXPECT_EQ(t.stop_reason, "the excess bound is spent") << op.explain();
+  EXPECT_EQ(t.stop_reason.rfind("the excess bound is spent", 0), 0u) << op.explain();  // then perhaps a confirmation
   EXPECT_LT(t.calls_raced, 2 * int(t.candidates.size())) << "ended within round 0";
   EXPECT_GT(t.excess_bound_s, 0);
   EXPECT_GT(t.excess_s, t.excess_bound_s);
