@@ -23,15 +23,22 @@ print_summary() {
   exit $status
 }
 trap print_summary EXIT
+# Each step's wall time, so a run that nears CI's budget (30 minutes on 2 cores) says where it went.
+last=$SECONDS
+took() { echo "== $1 took $((SECONDS - last)) s (total $SECONDS s)"; last=$SECONDS; }
 bash scripts/setup-deps.sh
 source scripts/env.sh
+took "set-up"
 
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=thread -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-tsan --target cofuse_mpi_tests
+took "tsan build"
 (cd build-tsan && ctest --output-on-failure -L tsan --output-junit $junit)
+took "tsan tests"
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOFUSE_SANITIZE=address,undefined -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
 cmake --build build-asan
+took "asan build"
 # Debug (-O0), not -O1: on a clean clone -O1 ran this stage's tests in 216 s instead of 341 s,
 # but its build took 777 s, and one CLI file compiled in 52 s against 19 s at -O0.
 # Not here: the package test (an uninstrumented consumer cannot load the instrumented library),
@@ -48,9 +55,13 @@ cmake --build build-asan
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --output-on-failure -j2 --timeout 900 -LE tsan -E "package_consumer|netlab_shaped_link|mpi_hosts|mpi_np3|mpi_np4|cli_save_numpy|soak" \
     --output-junit $junit)
+took "asan tests"
 
 bash scripts/fuzz.sh 10
+took "fuzz"
 
 bash scripts/build.sh
+took "build"
 cd build
 ctest --output-on-failure -j2 --timeout 600 --output-junit $junit
+took "tests"

@@ -56,8 +56,10 @@ struct TuningReport {
   int tune_calls = 0;       // the race's call budget in effect (rank 0's; 0 when it settled at once)
   int calls_raced = 0;      // the calls the race took (<= tune_calls), once settled by measurement
   int rounds = 0;           // rounds of the race closed so far (tune/race.hpp: successive halving)
-  /// Why the race stopped ("one candidate left beside serial", "the call budget is spent", ...),
-  /// or why there was none (settled by the model with a budget too small for two candidates).
+  /// Why the race stopped ("one candidate left beside serial", "the call budget is spent", ...;
+  /// ending ", then the leader and serial were measured twice more" where a leader with fewer
+  /// than three counted calls was confirmed first), or why there was none (settled by the model
+  /// with a budget too small for two candidates).
   std::string stop_reason;
   bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
   double noise_guard = 0;   // the smallest lead over serial a winner needs (config::noise_guard)
@@ -67,7 +69,8 @@ struct TuningReport {
   std::string tuning_db;    // the database read and written
   /// The excess bound in effect (rank 0's, in serial calls; 0: none), and once settled by
   /// measurement what the race spent beyond its fastest call and the bound in seconds
-  /// (Race::excess, Race::excess_bound; 0 without a bound).
+  /// (Race::excess, Race::excess_bound; 0 without a bound). A confirmation runs past the bound
+  /// (under four serial calls), so excess_s may exceed it by that.
   double tune_excess = 0;
   double excess_s = 0;
   double excess_bound_s = 0;

@@ -140,9 +140,11 @@ def test_mlp_and_optimizer(comm, rng, sp, dtype):
     ours = ct.TensorParallelMLP(hidden, ffn, comm, sequence_parallel=sp, dtype=dtype, seed=3)
     # Three copies of one model, trained alike: cofuse's, the exact answer (float64), and plain
     # PyTorch in cofuse's dtype. Each result of ours must be within one chained computation's
-    # tolerance of the exact one, or no further from it than 4x PyTorch's own: three SGD steps
-    # through two GEMMs, GeLU and a squared loss can amplify rounding beyond any one GEMM's bound
-    # (small shards with cancelling sums do), and PyTorch's own error says by how much.
+    # tolerance of the exact one. The loss is the mean square (the sum over every rank's tokens
+    # divided by the whole count), so the three SGD steps stay small: with the plain sum, lr 0.1
+    # diverged (loss 379, then 2.1e4, then 1.2e7 at 4 ranks, seed 767816724) and each step
+    # multiplied everyone's rounding by ~10, PyTorch's own included, until the check measured
+    # the divergence rather than cofuse. PyTorch's own error is printed beside a failure.
     exact, plain = mlp(hidden, ffn, torch.float64), mlp(hidden, ffn, dtype)
     for i, layer in [(0, ours.fc1), (2, ours.fc2)]:
         w, b = whole(rng, tuple(exact[i].weight.shape), dtype), whole(rng, tuple(exact[i].bias.shape), dtype)
@@ -159,7 +161,7 @@ def test_mlp_and_optimizer(comm, rng, sp, dtype):
         """got: this rank's value; shard(whole) its block; part(model): that value in a model."""
         ours_error = relative_error(got, shard(part(exact)))
         plain_error = relative_error(shard(part(plain)), shard(part(exact)))
-        assert ours_error <= max(limit, 4 * plain_error), (
+        assert ours_error <= limit, (
             f"relative error {ours_error:.3g}; PyTorch's own {plain_error:.3g}; limit {limit:.3g} (seed {SEED})")
 
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ours, exact, plain)]
@@ -170,7 +172,7 @@ def test_mlp_and_optimizer(comm, rng, sp, dtype):
         check_trained(y, rows, lambda m: y_exact if m is exact else y_plain)
         # Under SP each rank's loss covers its own tokens, and their sum is the whole model's
         # loss: the gathers in backward give each rank the whole gradient of its shards.
-        losses = [(t ** 2).sum() for t in (y, y_exact, y_plain)]
+        losses = [(t ** 2).sum() / (T * hidden) for t in (y, y_exact, y_plain)]
         total = comm.allreduce(losses[0].item()) if sp else losses[0].item()
         assert np.isclose(total, losses[1].item(), rtol=1e-4 if dtype == torch.float32 else 1e-10)
         for o, loss in zip(optimizers, losses):
