@@ -31,7 +31,7 @@ source scripts/env.sh
 took "set-up"
 
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOFUSE_SANITIZE=thread -DCOFUSE_BUILD_BENCH=OFF -DCOFUSE_CUDA=OFF
-cmake --build build-tsan --target cofuse_mpi_tests
+cmake --build build-tsan --target cofuse_tsan_tests
 took "tsan build"
 (cd build-tsan && ctest --output-on-failure -L tsan --output-junit $junit)
 took "tsan tests"
@@ -43,7 +43,7 @@ took "asan build"
 # but its build took 777 s, and one CLI file compiled in 52 s against 19 s at -O0.
 # Not here: the package test (an uninstrumented consumer cannot load the instrumented library),
 # the shaped-link tests (netlab needs bench/, not built here: netlab_shaped_link and the MPI tests
-# between netlab hosts, mpi_hosts_2x2/2x3), the 3- and 4-rank MPI tests and the
+# between netlab hosts, mpi_hosts_2x2/2x3), the 3- and 4-rank MPI tests (bf16 ones included) and the
 # --save tests (time: 250 s and 100 s each under ASan; the MPI tests run at 1 and 2 ranks here,
 # everything at every rank count in the normal build below; the .npy code's unit tests run
 # here) and the soak (ASan's quarantine holds freed memory, so RSS
@@ -53,7 +53,7 @@ took "asan build"
 (cd build-asan &&
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --output-on-failure -j2 --timeout 900 -LE tsan -E "package_consumer|netlab_shaped_link|mpi_hosts|mpi_np3|mpi_np4|cli_save_numpy|soak" \
+  ctest --output-on-failure -j2 --timeout 900 -LE tsan -E "package_consumer|netlab_shaped_link|mpi_hosts|mpi_(bf16_[a-z]+_)?np[34]|cli_save_numpy|soak" \
     --output-junit $junit)
 took "asan tests"
 

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "cofuse/model/plan.hpp"
+#include "support/sweep_sample.hpp"
 
 namespace cofuse {
 namespace {
@@ -68,10 +69,12 @@ void expect_inside(const OpDesc& d, const Plan& plan, const View& v, const std::
 const std::pair<int, int> kLayouts[] = {{1, 0}, {2, 0}, {3, 0}, {4, 2}, {6, 2}, {6, 3}};
 
 TEST(Lower, EveryPlanIsSound) {
+  int seen = 0;
   for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
       for (const Schedule& s : schedules_of(d, {1, 2, 3, 8}, per_host)) {
         if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
+        if (!test::in_sweep_sample(seen)) continue;
         SCOPED_TRACE(d.to_string() + " | " + s.to_string());
         // (from, to, tag) -> elements, for sends and receives across all ranks.
         std::map<std::tuple<int, int, int>, int64_t> sends, recvs;
@@ -419,22 +422,15 @@ class SymbolicRun {
   std::string error_;  // the first thing that went wrong
 };
 
-// A sanitizer build runs every 4th case: it looks for memory errors, some 60x slower (416 s
-// for all cases under ASan on 2 cores, past the unit stage's limit), while the normal build of
-// the same CI run checks every case.
-#ifdef COFUSE_SANITIZED
-constexpr int kSymbolicStride = 4;
-#else
-constexpr int kSymbolicStride = 1;
-#endif
-
+// A sanitizer build runs a sample (support/sweep_sample.hpp): all cases took 416 s under ASan on
+// 2 cores, past the unit stage's limit.
 TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
   int cases = 0, seen = 0;
   for (auto [p, per_host] : kLayouts)
     for (const OpDesc& d : descs(p))
       for (const Schedule& s : schedules_of(d, {1, 2, 3, 8}, per_host)) {
         if (p == 6 && per_host == 3 && s.topo == Topo::flat) continue;  // seen at (6, 2)
-        if (seen++ % kSymbolicStride != 0) continue;
+        if (!test::in_sweep_sample(seen)) continue;
         std::vector<Plan> plans;
         for (int r = 0; r < p; ++r) plans.push_back(lower(d, s, r));
         // G in the caller's buffer and in the workspace, alternately.
@@ -443,17 +439,18 @@ TEST(Lower, EveryOutputElementGetsEveryProductOnce) {
         if (error.empty()) error = run.check_outputs();
         if (!error.empty()) ADD_FAILURE() << d.to_string() << " | " << s.to_string() << ": " << error;
       }
-  EXPECT_GT(cases, 3000 / kSymbolicStride);
+  EXPECT_GT(cases, 3000 / test::kSweepStride);
 }
 
 // MPI guarantees tags up to 32767 only, and the executor refuses a plan past the library's bound:
 // a two-level plan's tags stay within 1.5 times its flat twin's (steps inside a host; one message
 // per host offset and piece between hosts), so it runs wherever the flat plan runs at P >= 2H.
 TEST(Lower, TwoLevelTagsStayNearTheFlatRings) {
+  int seen = 0;
   for (auto [p, per_host] : {std::pair{4, 2}, {6, 3}, {8, 4}, {8, 2}})
     for (const OpDesc& d : descs(p))
       for (const Schedule& two : enumerate_schedules(d, {1, 3, 8}, per_host)) {
-        if (two.topo != Topo::two_level) continue;
+        if (two.topo != Topo::two_level || !test::in_sweep_sample(seen)) continue;
         Schedule flat = two;
         flat.topo = Topo::flat;
         flat.host_ranks = 0;

@@ -11,6 +11,7 @@
 #include "cofuse/model/simulate.hpp"
 #include "model/sim/profile_costs.hpp"
 #include "model/sim/symmetry.hpp"
+#include "support/sweep_sample.hpp"
 
 namespace cofuse {
 namespace {
@@ -63,9 +64,10 @@ std::vector<OpDesc> descs(int ranks, int64_t m = 0) {
 int expect_folded_equals_whole(const MachineProfile& profile, int ranks, int64_t m = 0) {
   SimOptions whole;
   whole.fold = false;
-  int folded = 0, cases = 0;
+  int folded = 0, cases = 0, seen = 0;
   for (const OpDesc& d : descs(ranks, m))
     for (const Schedule& s : enumerate_schedules(d, {2, 4}, profile.ranks_per_host(ranks))) {
+      if (!test::in_sweep_sample(seen)) continue;
       SCOPED_TRACE(d.to_string() + " | " + s.to_string());
       const SimResult a = simulate(d, s, profile), b = simulate(d, s, profile, whole);
       ++cases;
@@ -87,24 +89,24 @@ int expect_folded_equals_whole(const MachineProfile& profile, int ranks, int64_t
       EXPECT_NEAR(a.losses.cil_s, b.losses.cil_s, 1e-9 * b.makespan_s);
       EXPECT_NEAR(a.losses.exposed_comm_s, b.losses.exposed_comm_s, 1e-9 * b.makespan_s);
     }
-  EXPECT_GT(cases, m ? 50 : 100);
+  EXPECT_GT(cases, (m ? 50 : 100) / test::kSweepStride);
   return folded;
 }
 
 TEST(SimSymmetry, OneRankStandsForEveryRankOfASwitchedNetwork) {
   const int folded = expect_folded_equals_whole(switch_profile(), 8);
-  EXPECT_GT(folded, 100);
+  EXPECT_GT(folded, 100 / test::kSweepStride);
 }
 
 TEST(SimSymmetry, OneNodeStandsForEveryNodeOfATwoLevelMachine) {
   const int folded = expect_folded_equals_whole(two_level_profile(2), 8);
-  EXPECT_GT(folded, 100);
+  EXPECT_GT(folded, 100 / test::kSweepStride);
   MachineProfile one_nic = two_level_profile(2);  // the node's ranks share one link (netlab --hosts)
   one_nic.network.nics_per_node = 1;
-  EXPECT_GT(expect_folded_equals_whole(one_nic, 8), 100);
+  EXPECT_GT(expect_folded_equals_whole(one_nic, 8), 100 / test::kSweepStride);
   MachineProfile two_nics = two_level_profile(4);  // 4 ranks per node on 2 NICs, 4 nodes
   two_nics.network.nics_per_node = 2;
-  EXPECT_GT(expect_folded_equals_whole(two_nics, 16), 100);
+  EXPECT_GT(expect_folded_equals_whole(two_nics, 16), 100 / test::kSweepStride);
 }
 
 // M % P != 0 (and M < P: ranks whose gemm_ar row block is empty): a plan that is not rank r's
