@@ -2,12 +2,16 @@
 // way cofuse's progress thread runs it (src/exec/cpu_executor.cpp, drive_comm): a second thread
 // posts non-blocking messages and polls them with MPI_Test, sleeping ~200 us between polls, on
 // the same core as the GEMM (one core per rank).
+// Every rank takes part at once, as every rank multiplies and communicates in a fused call: with
+// only ranks 0 and 1 measuring, 4 ranks on 2 cores read "GEMM at 1.00 of its speed, communication
+// at 0.97" while their fused calls ran 1.6x slower than the model said (docs/simulator.md).
 #include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -100,6 +104,18 @@ struct Gemm {
   }
 };
 
+// A barrier that sleeps while it waits: a rank with nothing left to do in a phase (the one
+// without a partner, or a pair done early) must not spin on a core the others are measuring on.
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  detail::mpi_check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  for (int done = 0;;) {
+    detail::mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
 // Durations of the exchanges that ran entirely within [from, to].
 void add_durations(const std::vector<std::pair<double, double>>& spans, double from, double to, std::vector<double>& out) {
   for (const auto& [t0, t1] : spans)
@@ -109,55 +125,67 @@ void add_durations(const std::vector<std::pair<double, double>>& spans, double f
 }  // namespace
 
 ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress) {
-  const int rank = detail::comm_rank(comm);
+  const int rank = detail::comm_rank(comm), half = detail::comm_size(comm) / 2;
   ContentionResult r;
   // Rounds of (GEMM alone, exchanges alone, both together), pooled: outside load that comes and
   // goes hits the alone and the together samples alike.
   r.rounds = effort.quick() ? 1 : 5;
-  // Ranks 0 and 1 only: the pair the ping-pong measured.
+  // Pairs r and r + P/2: where a job's ranks are placed on hosts in blocks, these pairs cross
+  // between hosts, as a ring's messages do. With an odd count the last rank has no partner: it
+  // multiplies beside the others (its load is theirs to measure) and reports nothing.
+  const int partner = rank < half ? rank + half : rank < 2 * half ? rank - half : -1;
   MPI_Comm pair = MPI_COMM_NULL;
-  detail::mpi_check(MPI_Comm_split(comm, rank < 2 ? 0 : MPI_UNDEFINED, rank, &pair), "MPI_Comm_split");
-  ContentionResult local;
-  if (pair != MPI_COMM_NULL) {
-    const int gemms = effort.brief() ? 3 : effort.quick() ? 5 : 8, exchanges = effort.brief() ? 3 : effort.quick() ? 6 : 10;
-    const double cap_s = effort.quick() ? 5 : 10;  // per phase: a stalled link must not hang the profile
-    Gemm gemm;
-    Exchanger exchanger(pair, 1 - rank);
-    std::vector<double> gemm_alone, gemm_busy, exchange_alone, exchange_busy;
-    gemm.timed();  // warm-up
-    for (int round = 0; round < r.rounds; ++round) {
-      progress(double(round) / r.rounds, "round " + std::to_string(round + 1) + "/" + std::to_string(r.rounds));
-      // GEMM alone, on both ranks at once.
-      detail::mpi_check(MPI_Barrier(pair), "MPI_Barrier");
-      for (int i = 0; i < gemms; ++i) gemm_alone.push_back(gemm.timed());
+  detail::mpi_check(MPI_Comm_split(comm, partner < 0 ? MPI_UNDEFINED : std::min(rank, partner), rank, &pair),
+                    "MPI_Comm_split");
+  const int gemms = effort.brief() ? 3 : effort.quick() ? 5 : 8, exchanges = effort.brief() ? 3 : effort.quick() ? 6 : 10;
+  const double cap_s = effort.quick() ? 5 : 10;  // per phase: a stalled link must not hang the profile
+  Gemm gemm;
+  std::optional<Exchanger> exchanger;
+  if (pair != MPI_COMM_NULL) exchanger.emplace(pair, rank < partner ? 1 : 0);
+  std::vector<double> gemm_alone, gemm_busy, exchange_alone, exchange_busy;
+  gemm.timed();  // warm-up
+  for (int round = 0; round < r.rounds; ++round) {
+    progress(double(round) / r.rounds, "round " + std::to_string(round + 1) + "/" + std::to_string(r.rounds));
+    // GEMM alone, on every rank at once.
+    sleeping_barrier(comm);
+    for (int i = 0; i < gemms; ++i) gemm_alone.push_back(gemm.timed());
 
-      // Exchanges alone: the main thread sleeps, as it would with nothing to multiply. The
-      // first exchange of a round is a warm-up (the peer may still be multiplying).
-      detail::mpi_check(MPI_Barrier(pair), "MPI_Barrier");
-      double start = steady_seconds();
-      exchanger.start(start);
-      while (exchanger.in_window() < exchanges + 1 && !exchanger.finished() && steady_seconds() - start < cap_s)
+    // Exchanges alone: the main thread sleeps, as it would with nothing to multiply. The
+    // first exchange of a round is a warm-up (the peer may still be multiplying).
+    sleeping_barrier(comm);
+    double start = steady_seconds();
+    if (exchanger) {
+      exchanger->start(start);
+      while (exchanger->in_window() < exchanges + 1 && !exchanger->finished() && steady_seconds() - start < cap_s)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      exchanger.stop();
-      add_durations(exchanger.spans(), exchanger.spans().front().second, 1e300, exchange_alone);
-
-      // Both together: GEMMs until enough of them ran and enough exchanges ran entirely beside them.
-      detail::mpi_check(MPI_Barrier(pair), "MPI_Barrier");
-      const std::size_t before = gemm_busy.size();
-      start = steady_seconds();
-      exchanger.start(start);
-      while ((gemm_busy.size() - before < std::size_t(gemms) || exchanger.in_window() < exchanges) &&
-             !exchanger.finished() && steady_seconds() - start < cap_s)
-        gemm_busy.push_back(gemm.timed());
-      const double end = steady_seconds();
-      exchanger.stop();
-      add_durations(exchanger.spans(), start, end, exchange_busy);
+      exchanger->stop();
+      add_durations(exchanger->spans(), exchanger->spans().front().second, 1e300, exchange_alone);
     }
+
+    // Both together: GEMMs until enough of them ran and enough exchanges ran entirely beside them.
+    sleeping_barrier(comm);
+    const std::size_t before = gemm_busy.size();
+    start = steady_seconds();
+    if (exchanger) exchanger->start(start);
+    while ((gemm_busy.size() - before < std::size_t(gemms) ||
+            (exchanger && exchanger->in_window() < exchanges && !exchanger->finished())) &&
+           steady_seconds() - start < cap_s)
+      gemm_busy.push_back(gemm.timed());
+    const double end = steady_seconds();
+    if (exchanger) {
+      exchanger->stop();
+      add_durations(exchanger->spans(), start, end, exchange_busy);
+    }
+  }
+  sleeping_barrier(comm);
+  exchanger.reset();
+  if (pair != MPI_COMM_NULL) detail::mpi_check(MPI_Comm_free(&pair), "MPI_Comm_free");
+  ContentionResult local;
+  if (partner >= 0) {
     local.gemm_alone_s = summarize(gemm_alone).median;
     local.gemm_busy_s = summarize(gemm_busy).median;
     local.exchange_alone_s = summarize(exchange_alone).median;
     local.exchange_busy_s = summarize(exchange_busy).median;
-    detail::mpi_check(MPI_Comm_free(&pair), "MPI_Comm_free");
   }
   progress(1, "done");
   r.gemm_alone_s = max_over_ranks(comm, local.gemm_alone_s);

@@ -72,7 +72,7 @@ Measured measure_machine(MPI_Comm comm, bool quick, const StepProgress& progress
   progress(done, 0, "contention (GEMM beside communication) and task overhead");
   if (!(m.contention.exchange_alone_s > 0 && m.contention.exchange_busy_s > 0))
     throw Error(ErrorCode::invalid_argument,
-                "no 4 MiB exchange between ranks 0 and 1 finished within the contention measurement's time "
+                "no 4 MiB exchange between paired ranks finished within the contention measurement's time "
                 "limit; the link is too slow to profile");
   return m;
 }
@@ -251,10 +251,10 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   p.contention.gemm_rate_while_comm = k.gemm_rate;
   p.contention.comm_rate_while_gemm = k.comm_rate;
   const std::string thread =
-      "a second thread of the rank exchanging 4 MiB with the other rank back to back (MPI_Irecv + MPI_Isend, "
+      "a second thread of the rank exchanging 4 MiB with its partner back to back (MPI_Irecv + MPI_Isend, "
       "MPI_Testall every 200 us, as cofuse's progress thread)";
-  const std::string pooled = "ranks 0 and 1, medians of " + std::to_string(k.rounds) +
-                             " rounds of (alone, alone, together) pooled, the slower rank's, clamped into (0, 1]";
+  const std::string pooled = "every rank at once in pairs r and r + P/2, medians of " + std::to_string(k.rounds) +
+                             " rounds of (alone, alone, together) pooled, the slowest rank's, clamped into (0, 1]";
   s["contention.gemm_rate_while_comm"] =
       src.measured("512x1024x1024 cblas_sgemm alone " + ms(k.gemm_alone_s) + " / beside " + thread + " " +
                    ms(k.gemm_busy_s) + "; " + pooled);

@@ -147,9 +147,10 @@ struct ContentionResult {
   int rounds = 0;
 };
 
-/// Ranks 0 and 1 (others wait): GEMM on the main thread while a second thread exchanges 4 MiB
-/// messages with the other rank the way cofuse's progress thread drives them (non-blocking
-/// posts, MPI_Test every ~200 us), against each alone. Needs MPI_THREAD_SERIALIZED or more.
+/// Every rank at once, in pairs r and r + P/2 (an odd count's last rank only multiplies): GEMM
+/// on the main thread while a second thread exchanges 4 MiB messages with the partner the way
+/// cofuse's progress thread drives them (non-blocking posts, MPI_Test every ~200 us), against
+/// each alone; the slowest rank's medians. Needs MPI_THREAD_SERIALIZED or more.
 ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 
 }  // namespace cofuse::measure

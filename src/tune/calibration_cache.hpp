@@ -11,7 +11,9 @@
 
 namespace cofuse::measure {
 
-inline constexpr const char* kCalibrationSchema = "cofuse.calibration/1";
+// /2 since 2026-12-05: contention measured on every rank at once. A /1 file is foreign, so a
+// kept calibration whose contention came from ranks 0 and 1 alone is measured again once.
+inline constexpr const char* kCalibrationSchema = "cofuse.calibration/2";
 inline constexpr const char* kComputeTableSchema = "cofuse.compute-table/1";
 /// A calibration older than this is measured again: machines change (a BIOS setting, a driver,
 /// a new BLAS) without their names changing.

@@ -12,6 +12,7 @@
 #include "cofuse/config.hpp"
 #include "cofuse/model/planner.hpp"
 #include "mpi_test_util.hpp"
+#include "tune/calibration_cache.hpp"
 
 namespace cofuse {
 namespace {
@@ -124,7 +125,7 @@ TEST(Calibrate, ACorruptForeignOrStaleFileIsMeasuredAgainWithAWarning) {
     if (c.edit) {
       edit_file(path, c.edit);
     } else {
-      if (test::world_rank() == 0) std::ofstream(path) << "{\"schema\": \"cofuse.calibration/1\", \"signature\": ";
+      if (test::world_rank() == 0) std::ofstream(path) << "{\"schema\": \"" << measure::kCalibrationSchema << "\", \"signature\": ";
       MPI_Barrier(MPI_COMM_WORLD);
     }
     const Calibration again = calibrate(MPI_COMM_WORLD, o);
