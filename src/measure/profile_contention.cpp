@@ -66,11 +66,7 @@ class Exchanger {
         const double t0 = steady_seconds();
         detail::mpi_check(MPI_Irecv(recv_.data(), kExchangeBytes, MPI_BYTE, peer_, 11, pair_, &requests[0]), "MPI_Irecv");
         detail::mpi_check(MPI_Isend(send_.data(), kExchangeBytes, MPI_BYTE, peer_, 11, pair_, &requests[1]), "MPI_Isend");
-        for (int done = 0;;) {
-          detail::mpi_check(MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-          if (done) break;
-          std::this_thread::sleep_for(kPoll);
-        }
+        wait_polled(2, requests, kPoll);
         spans_.emplace_back(t0, steady_seconds());
         if (t0 >= window_start_) ++in_window_;
         int theirs = 0;
@@ -109,11 +105,7 @@ struct Gemm {
 void sleeping_barrier(MPI_Comm comm) {
   MPI_Request request;
   detail::mpi_check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  for (int done = 0;;) {
-    detail::mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    std::this_thread::sleep_for(kPoll);
-  }
+  wait_polled(1, &request, kPoll);
 }
 
 // Durations of the exchanges that ran entirely within [from, to].

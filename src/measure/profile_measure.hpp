@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
 
 /// The largest value over the ranks.
 double max_over_ranks(MPI_Comm comm, double value);
+
+/// Waits for `count` requests as cofuse's progress thread drives them: MPI_Testall, sleeping
+/// `interval` between tests (a waiting rank must not spin on a core another rank measures on).
+void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds interval);
 
 // --- compute (profile_compute.cpp) ---
 

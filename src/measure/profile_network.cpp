@@ -3,7 +3,6 @@
 // non-blocking point-to-point task.
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <vector>
 
 #include "core/exec_model/times.hpp"
@@ -137,11 +136,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
                   "MPI_Iallreduce");
         break;
     }
-    for (int done = 0;;) {
-      detail::mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(poll_us));
-    }
+    wait_polled(1, &request, std::chrono::microseconds(poll_us));
   };
 
   const CollectiveKind kinds[3] = {CollectiveKind::allgather, CollectiveKind::reduce_scatter, CollectiveKind::allreduce};

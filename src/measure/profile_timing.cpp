@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "cofuse/status.hpp"
 #include "measure/profile_measure.hpp"
@@ -52,6 +53,14 @@ double max_over_ranks(MPI_Comm comm, double value) {
   double out = 0;
   detail::mpi_check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
   return out;
+}
+
+void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds interval) {
+  for (int done = 0;;) {
+    detail::mpi_check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (done) return;
+    std::this_thread::sleep_for(interval);
+  }
 }
 
 }  // namespace cofuse::measure
