@@ -49,21 +49,30 @@ for target in schedule profile tuning sweep; do
 done
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 [ $failed -eq 0 ] || exit 2
-total_runs=0 crashed=0
+# Run side by side too, as many at a time as there are cores; each writes its exit status to a
+# file, read in order below.
+pids=()
 for target in schedule profile tuning sweep; do
-  bin="$out/bin/fuzz_$target"
   corpus="$out/corpus/$target"
   mkdir -p "$corpus"
+  rm -f "$out/run-$target.status"
   cp -n fuzz/corpus/$target/* "$corpus/" 2>/dev/null
   [ "$target" = profile ] && cp -n profiles/*.json "$corpus/" 2>/dev/null
   [ "$target" = sweep ] && cp -n bench/sweeps/*.json tests/cli/bad_sweep.json "$corpus/" 2>/dev/null
-  "$bin" -max_total_time="$seconds" -max_len=65536 -artifact_prefix="$out/crash-$target-" "$corpus" >"$out/run-$target.log" 2>&1
-  status=$?
+  ("$out/bin/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -artifact_prefix="$out/crash-$target-" \
+     "$corpus" >"$out/run-$target.log" 2>&1; echo $? >"$out/run-$target.status") &
+  pids+=($!)
+  if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+done
+wait
+total_runs=0 crashed=0
+for target in schedule profile tuning sweep; do
+  status=$(cat "$out/run-$target.status" 2>/dev/null || echo 1)
   runs=$(grep -Eo "^#[0-9]+" "$out/run-$target.log" | tail -1 | tr -d '#')
   runs=${runs:-0}
   total_runs=$((total_runs + runs))
-  size=$(ls "$corpus" | wc -l)
-  if [ $status -ne 0 ]; then
+  size=$(ls "$out/corpus/$target" | wc -l)
+  if [ "$status" -ne 0 ]; then
     crashed=$((crashed + 1))
     echo "fuzz_$target: CRASH after $runs executions (see $out/run-$target.log and $out/crash-$target-*)"
   else
