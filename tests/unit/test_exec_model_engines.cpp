@@ -123,14 +123,21 @@ TEST(ExecModelEngines, NeededByCommunicationIsWhatItWaitsFor) {
           }
         }
         const bool staged = std::any_of(plan.tasks.begin(), plan.tasks.end(), [](const Task& t) { return t.hand_back; });
-        if (op == OpKind::ag_gemm && !staged) EXPECT_GT(gemms_left, 0) << "an ag_gemm's GEMMs only consume what arrives";
-        if (op != OpKind::ag_gemm && p > 1) EXPECT_LT(gemms_left, gemms) << "the products other ranks sum are sent";
-        if (op == OpKind::gemm_rs && plan.schedule.algo == Algo::ring && reductions > 0)
+        if (op == OpKind::ag_gemm && !staged) {
+          EXPECT_GT(gemms_left, 0) << "an ag_gemm's GEMMs only consume what arrives";
+        }
+        if (op != OpKind::ag_gemm && p > 1) {
+          EXPECT_LT(gemms_left, gemms) << "the products other ranks sum are sent";
+        }
+        if (op == OpKind::gemm_rs && plan.schedule.algo == Algo::ring && reductions > 0) {
           EXPECT_GT(reductions_left, 0) << "the last partial's reduction sends nothing on";
-        if (op == OpKind::gemm_rs && plan.schedule.algo == Algo::ring && p == 3 && reductions > 0)
+        }
+        if (op == OpKind::gemm_rs && plan.schedule.algo == Algo::ring && p == 3 && reductions > 0) {
           EXPECT_LT(reductions_left, reductions) << "a ring's forwarding reductions are needed";
-        if (op == OpKind::gemm_ar && plan.schedule.algo == Algo::ring && reductions > 0)
+        }
+        if (op == OpKind::gemm_ar && plan.schedule.algo == Algo::ring && reductions > 0) {
           EXPECT_EQ(reductions_left, 0) << "gemm_ar's reductions feed its all-gather";
+        }
       }
 }
 

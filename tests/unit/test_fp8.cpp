@@ -158,8 +158,11 @@ TEST(Fp8Buffers, InputsMoveAsFp8AndPartialsInTheOutputType) {
   EXPECT_TRUE(saw_allgather);
   const Plan reduce = lower(rs, serial_schedule(), 0);
   EXPECT_EQ(reduce.workspace_bytes(), reduce.work_elements * 4);
-  for (const Task& t : reduce.tasks)
-    if (t.kind == TaskKind::collective) EXPECT_EQ(t.bytes, 64 * 64 * 4) << "f32 partial sums";
+  for (const Task& t : reduce.tasks) {
+    if (t.kind == TaskKind::collective) {
+      EXPECT_EQ(t.bytes, 64 * 64 * 4) << "f32 partial sums";
+    }
+  }
 }
 
 TEST(Fp8CanRun, TheCpuRefusesItAndSaysWhereItRuns) {

@@ -44,7 +44,9 @@ TEST(Half, RoundTripsAndRoundsToNearestEven) {
   // Every f16 bit pattern that is a number converts back to itself.
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float f = detail::f16_to_float(uint16_t(h));
-    if (!std::isnan(f)) EXPECT_EQ(detail::float_to_f16(f), h) << h;
+    if (!std::isnan(f)) {
+      EXPECT_EQ(detail::float_to_f16(f), h) << h;
+    }
   }
 }
 

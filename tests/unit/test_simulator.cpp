@@ -520,7 +520,9 @@ TEST(Profile, NamesItsBackendAndDefaultsToTheCpuExecutor) {
     const MachineProfile shipped = load_profile(name);
     const bool this_host = name.rfind("this-host", 0) == 0;
     EXPECT_EQ(shipped.backend, this_host ? Backend::cpu_mpi : Backend::cuda_nccl) << name;
-    if (!this_host) EXPECT_TRUE(shipped.sources.count("backend")) << name << " says why it names its backend";
+    if (!this_host) {
+      EXPECT_TRUE(shipped.sources.count("backend")) << name << " says why it names its backend";
+    }
   }
 }
 
