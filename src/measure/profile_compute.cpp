@@ -2,8 +2,13 @@
 // no transposes, beta = 0), as cofuse's GEMM tasks call it.
 #include <cblas.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <vector>
 
 #include "core/common/half.hpp"
@@ -49,10 +54,70 @@ std::vector<T> filled(std::size_t count) {
   return v;
 }
 
+// The kernel's boot id, hashed: equal for every process on one machine, whatever its namespace.
+// Without one (not Linux), the host name MPI gives.
+int machine_color() {
+  std::string id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> id;
+  if (id.empty()) {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    detail::mpi_check(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
+    id.assign(name, std::size_t(length));
+  }
+  return int(std::hash<std::string>{}(id) & 0x3fffffff);
+}
+
+// Short calls are batched to samples of this long. 2 ms where every rank has its cores: longer
+// only costs calibration time. Where ranks outnumber the cores, a 2 ms sample often ran between
+// the scheduler's switches, alone on a core: 4 ranks on the 2-core VM measured 128x2048x512 at
+// 82.8 GFLOP/s per rank in 3.2 ms samples and 128x1024x1024 at 42.3 in 6.3 ms ones, and the model
+// said fused calls 1.6x faster than they ran. 12 ms spans several switches (the 4-rank table in
+// 12 ms samples: 44-52 GFLOP/s from 128 rows up, as in 25 ms ones; 4.4 s to measure, 6.1 at 25 ms).
+constexpr double kSampleS = 2e-3, kSharedSampleS = 12e-3;
+
 }  // namespace
+
+std::string CoreSharing::text() const {
+  return std::to_string(ranks) + (ranks == 1 ? " rank x " : " ranks x ") + std::to_string(blas_threads) + " BLAS thread" +
+         (blas_threads == 1 ? "" : "s") + " on " + std::to_string(cpus) + " CPU" + (cpus == 1 ? "" : "s");
+}
+
+CoreSharing core_sharing(MPI_Comm comm) {
+  MPI_Comm machine = MPI_COMM_NULL;
+  detail::mpi_check(MPI_Comm_split(comm, machine_color(), detail::comm_rank(comm), &machine), "MPI_Comm_split");
+  CoreSharing s;
+  s.ranks = detail::comm_size(machine);
+  // The union of the ranks' affinity masks: a rank bound to one core still shares it with the
+  // others bound there, and unbound ranks share all.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_SET(0, &mine);
+  std::array<unsigned char, sizeof(cpu_set_t)> bytes{}, all{};
+  std::memcpy(bytes.data(), &mine, sizeof mine);
+  detail::mpi_check(MPI_Allreduce(bytes.data(), all.data(), int(bytes.size()), MPI_UNSIGNED_CHAR, MPI_BOR, machine),
+                    "MPI_Allreduce");
+  detail::mpi_check(MPI_Comm_free(&machine), "MPI_Comm_free");
+  cpu_set_t both;
+  std::memcpy(&both, all.data(), sizeof both);
+  s.cpus = std::max(1, CPU_COUNT(&both));
+  s.blas_threads = std::max(1, openblas_get_num_threads());
+  // Every rank the same answer: the machine with the most threads per CPU.
+  double mine_load = double(s.ranks) * s.blas_threads / s.cpus;
+  struct {
+    double load;
+    int rank;
+  } in{mine_load, detail::comm_rank(comm)}, out{};
+  detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), "MPI_Allreduce");
+  int numbers[3] = {s.ranks, s.cpus, s.blas_threads};
+  detail::mpi_check(MPI_Bcast(numbers, 3, MPI_INT, out.rank, comm), "MPI_Bcast");
+  return {numbers[0], numbers[1], numbers[2]};
+}
 
 ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress) {
   ComputeResult r;
+  r.sharing = core_sharing(comm);
+  r.sample_s = r.sharing.outnumbered() ? kSharedSampleS : kSampleS;
   // The three largest shapes (17 to 34 GFLOP) would double the grid's time (10 passes of 66 GFLOP
   // per rank take ~9.5 s at 70 GFLOP/s, ~19 s on a core half as fast). Rates have flattened out
   // well before them, and the simulator gives them the rate of the nearest measured shape.
@@ -98,7 +163,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(),
                                    s.n, 0.0f, c.data(), s.n);
                      },
-                     2e-3});
+                     r.sample_s});
   if (bf16)
     for (const Shape& s : shapes)
       timed.push_back({"bf16 gemm " + s.text() + path,
@@ -106,7 +171,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                          detail::gemm(DType::bf16, s.m, s.n, s.k, {a16.data(), s.k, false}, {b16.data(), s.n, false},
                                       c16, s.n, false);
                        },
-                       2e-3});
+                       r.sample_s});
   timed.push_back({"dgemm " + std::to_string(n) + "^3",
                    [&, n = int(n)] {
                      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, da.data(), n, db.data(), n, 0.0,
@@ -129,7 +194,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 1, 1, 1.0f, a.data(), 1, b.data(), 1, 0.0f,
                                  c.data(), 1);
                    },
-                   2e-3});
+                   r.sample_s});
 
   const std::vector<double> seconds = time_interleaved(comm, timed, r.passes, progress);
   // In the order pushed: the f32 grid, the bf16 grid (g16 entries), dgemm, the bf16 n^3, memcpy, 1x1x1.

@@ -38,8 +38,10 @@ std::string us(double seconds) { return fixed(seconds * 1e6, 2) + " us"; }
 
 std::string shape_list(const std::vector<GemmPoint>& grid) {
   std::string out;
-  for (const GemmPoint& p : grid)
-    out += (out.empty() ? "" : " ") + std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+  for (const GemmPoint& p : grid) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+  }
   return out;
 }
 
@@ -109,12 +111,17 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   c.launch_s = mc.blas_call_s;
   c.tile_m = c.tile_n = c.units = 1;
   c.efficiency = 1;
+  // Where ranks outnumber the cores the samples are longer (profile_compute.cpp), and say why.
+  const std::string batching = "a sample batches calls to >= " + fixed(mc.sample_s * 1e3, 0) + " ms" +
+                               (mc.sharing.outnumbered() ? ", as " + mc.sharing.text() +
+                                                               " share the cores over longer spans than 2 ms"
+                                                         : "");
   const std::string passes = "median of " + std::to_string(mc.passes) +
                              " samples interleaved with the other compute measurements, " + who;
   s["compute.measured"] = src.measured(
       "cblas_sgemm f32, row-major, no transposes, beta 0, nonzero inputs; m in {1,4,16,64,256,1024,4096} x n in "
       "{256,1024,2048} x k in {128,512,1024,2048} up to " + fixed(mc.max_flops / 1e9, 1) + " GFLOP: " +
-      shape_list(mc.grid) + "; seconds per call (a sample batches calls to >= 2 ms), " + passes);
+      shape_list(mc.grid) + "; seconds per call (" + batching + "), " + passes);
   s["compute.peak_gflops_f32"] = src.measured("the best rate of compute.measured, at " + std::to_string(best->m) + "x" +
                                               std::to_string(best->n) + "x" + std::to_string(best->k));
   const std::string n = std::to_string(mc.dgemm_n);
@@ -128,8 +135,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     const std::string gemm16 = "bf16 GEMM on this process's path, " + detail::bf16_gemm_path().describe();
     s["compute.measured_16"] = src.measured(
         gemm16 + "; f32 accumulation, C 64-byte aligned; on the shapes of "
-        "compute.measured: " + shape_list(mc.grid_16) + "; the simulator's rate for bf16 GEMMs; seconds per call (a "
-        "sample batches calls to >= 2 ms), " + passes);
+        "compute.measured: " + shape_list(mc.grid_16) + "; the simulator's rate for bf16 GEMMs; seconds per call (" +
+        batching + "), " + passes);
     s["compute.peak_gflops_16"] = src.measured(
         gemm16 + "; " + n + "x" + n + "x" + n + "; used only where compute.measured_16 is absent (scaling compute.measured by its ratio to "
         "compute.peak_gflops_f32), " + passes);

@@ -60,6 +60,24 @@ void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds int
 
 // --- compute (profile_compute.cpp) ---
 
+/// How this job's ranks share the cores of the machine this rank runs on. One machine is one
+/// kernel (its boot id): network namespaces and containers on one host count together, as
+/// netlab's "hosts" do, where MPI would see two hosts.
+struct CoreSharing {
+  int ranks = 1;         // the job's ranks on this machine
+  int cpus = 1;          // the CPUs they may run on between them (the union of their affinity masks)
+  int blas_threads = 1;  // BLAS threads per rank
+  /// More threads multiplying than CPUs: each rank gets a share of a core over any span longer
+  /// than the scheduler's switches.
+  bool outnumbered() const { return ranks * blas_threads > cpus; }
+  /// E.g. "4 ranks x 1 BLAS thread on 2 CPUs", the same on every rank of a machine.
+  std::string text() const;
+};
+
+/// Collective over comm: the slowest case over the job's machines (the most threads per CPU),
+/// so every rank holds the same answer.
+CoreSharing core_sharing(MPI_Comm comm);
+
 struct ComputeResult {
   std::vector<GemmPoint> grid;     // f32 GEMM rates per rank, GFLOP/s
   std::vector<GemmPoint> grid_16;  // bf16 GEMM rates (oneDNN, f32 accumulation) on the same shapes
@@ -71,10 +89,14 @@ struct ComputeResult {
   double blas_call_s = 0;  // one 1x1x1 sgemm call
   int passes = 0;
   double max_flops = 0;  // the grid leaves out shapes of more flops
+  double sample_s = 0;   // a sample of a short call batches calls to at least this long
+  CoreSharing sharing;   // what sample_s was chosen by
 };
 
 /// The sgemm grid, the same grid of bf16 GEMMs (on the process's bf16 path), one large dgemm and one large bf16
 /// GEMM, a memcpy far larger than the caches and the cost of a tiny BLAS call, all interleaved.
+/// Where ranks outnumber the cores (core_sharing), samples are long enough to span the scheduler's
+/// switches, so each rate is what a rank gets while every rank multiplies.
 ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 
 // --- network (profile_network.cpp) ---

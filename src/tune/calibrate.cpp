@@ -84,7 +84,7 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
   s.compute_key = "cpu=" + machine["cpu_model"].get<std::string>() + " blas=" + build_info().blas +
                   " bf16=" + bf16_path_name() + " vector=" + detail::to_string(detail::best_vector_level()) +
                   " threads=" + machine["openblas_num_threads"].get<std::string>() +
-                  " per_host=" + std::to_string(s.ranks_per_host);
+                  " per_host=" + std::to_string(s.ranks_per_host) + " cores=" + measure::core_sharing(comm).text();
   return s;
 }
 

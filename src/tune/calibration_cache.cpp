@@ -157,7 +157,9 @@ std::string compute_table_text(const ComputeResult& r, const std::string& key) {
                     {"dgemm_n", r.dgemm_n},          {"dgemm_gflops", r.dgemm_gflops}, {"bf16_gflops", r.bf16_gflops},
                     {"copy_mib", r.copy_mib},
                     {"copy_GBps", r.copy_GBps},      {"blas_call_s", r.blas_call_s},   {"passes", r.passes},
-                    {"max_flops", r.max_flops}};
+                    {"max_flops", r.max_flops},
+                    {"sample_s", r.sample_s},
+                    {"sharing", {r.sharing.ranks, r.sharing.cpus, r.sharing.blas_threads}}};
   return out.dump(1) + "\n";
 }
 
@@ -180,6 +182,10 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
       *problem = "kept before bf16 GEMMs were measured shape by shape";
       return std::nullopt;
     }
+    if (!j.contains("sample_s") || !j.contains("sharing")) {
+      *problem = "kept before samples were sized by how ranks share the cores";
+      return std::nullopt;
+    }
     ComputeResult r;
     for (auto [name, table] : {std::pair{"grid", &r.grid}, {"grid_16", &r.grid_16}})
       for (const json& p : j.at(name)) {
@@ -196,6 +202,11 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
     r.blas_call_s = j.at("blas_call_s").get<double>();
     r.passes = j.at("passes").get<int>();
     r.max_flops = j.at("max_flops").get<double>();
+    r.sample_s = j.at("sample_s").get<double>();
+    const json& sharing = j.at("sharing");
+    r.sharing = {sharing.at(0).get<int>(), sharing.at(1).get<int>(), sharing.at(2).get<int>()};
+    if (!(r.sample_s > 0) || r.sharing.ranks < 1 || r.sharing.cpus < 1 || r.sharing.blas_threads < 1)
+      throw Error(ErrorCode::invalid_argument, "a sample length or core count that is not positive");
     if (std::none_of(r.grid.begin(), r.grid.end(), [](const GemmPoint& g) { return g.m == 1; })) {
       *problem = "kept before GEMMs of one row were measured";
       return std::nullopt;

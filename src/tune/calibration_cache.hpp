@@ -13,7 +13,8 @@ namespace cofuse::measure {
 
 // /2 since 2026-12-05: contention measured on every rank at once. A /1 file is foreign, so a
 // kept calibration whose contention came from ranks 0 and 1 alone is measured again once.
-inline constexpr const char* kCalibrationSchema = "cofuse.calibration/2";
+// /3, the same day: the GEMM table scaled by the share of a core where ranks outnumber cores.
+inline constexpr const char* kCalibrationSchema = "cofuse.calibration/3";
 inline constexpr const char* kComputeTableSchema = "cofuse.compute-table/1";
 /// A calibration older than this is measured again: machines change (a BIOS setting, a driver,
 /// a new BLAS) without their names changing.

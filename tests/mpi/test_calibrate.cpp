@@ -95,6 +95,17 @@ TEST(Calibrate, MeasuresOnceThenReusesAndEveryRankAgrees) {
   expect_same_everywhere(forced);
 }
 
+// Every rank of these tests runs on this one machine (netlab's hosts too: namespaces of one
+// kernel), so every rank counts all of them, and every rank holds the same answer.
+TEST(Calibrate, CoreSharingCountsEveryRankOfThisMachine) {
+  const measure::CoreSharing s = measure::core_sharing(MPI_COMM_WORLD);
+  EXPECT_EQ(s.ranks, test::world_size());
+  EXPECT_GE(s.cpus, 1);
+  EXPECT_GE(s.blas_threads, 1);
+  const std::vector<std::string> all = test::allgather_strings(s.text());
+  for (const std::string& text : all) EXPECT_EQ(text, s.text());
+}
+
 TEST(Calibrate, ACorruptForeignOrStaleFileIsMeasuredAgainWithAWarning) {
   // A dozen calibrations: at 1 and 2 ranks only (the agreement at more is the next test's).
   if (test::world_size() > 2) GTEST_SKIP() << "runs at 1 and 2 ranks";

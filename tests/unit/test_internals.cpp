@@ -264,10 +264,20 @@ TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
   r.blas_call_s = 1e-7;
   r.passes = 3;
   r.max_flops = 1e9;
+  r.sample_s = 12e-3;
+  r.sharing = {4, 2, 1};
   std::string problem;
   const auto back = measure::parse_compute_table(measure::compute_table_text(r, "key"), "key", &problem);
   ASSERT_TRUE(back) << problem;
   EXPECT_EQ(back->grid_16, r.grid_16);
+  EXPECT_EQ(back->sample_s, r.sample_s);
+  EXPECT_EQ(back->sharing.text(), "4 ranks x 1 BLAS thread on 2 CPUs");
+  // Kept before samples were sized by the cores' sharing: where ranks outnumber the cores its
+  // short samples ran alone on a core, so it is measured again.
+  nlohmann::json unsized = nlohmann::json::parse(measure::compute_table_text(r, "key"));
+  unsized.erase("sample_s");
+  EXPECT_FALSE(measure::parse_compute_table(unsized.dump(), "key", &problem));
+  EXPECT_EQ(problem, "kept before samples were sized by how ranks share the cores");
   nlohmann::json old = nlohmann::json::parse(measure::compute_table_text(r, "key"));
   old.erase("grid_16");
   EXPECT_FALSE(measure::parse_compute_table(old.dump(), "key", &problem));
@@ -285,6 +295,16 @@ TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
   no_rows.grid_16.erase(no_rows.grid_16.begin());
   EXPECT_FALSE(measure::parse_compute_table(measure::compute_table_text(no_rows, "key"), "key", &problem));
   EXPECT_EQ(problem, "kept before GEMMs of one row were measured");
+}
+
+// Whether ranks outnumber the cores counts BLAS threads too, and the text says all three.
+TEST(CoreSharing, OutnumberedCountsEveryMultiplyingThread) {
+  EXPECT_FALSE((measure::CoreSharing{2, 2, 1}.outnumbered()));
+  EXPECT_TRUE((measure::CoreSharing{4, 2, 1}.outnumbered()));
+  EXPECT_TRUE((measure::CoreSharing{2, 2, 2}.outnumbered()));
+  EXPECT_FALSE((measure::CoreSharing{1, 16, 8}.outnumbered()));
+  EXPECT_EQ((measure::CoreSharing{2, 16, 8}.text()), "2 ranks x 8 BLAS threads on 16 CPUs");
+  EXPECT_EQ((measure::CoreSharing{1, 1, 1}.text()), "1 rank x 1 BLAS thread on 1 CPU");
 }
 
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
