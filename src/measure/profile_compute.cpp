@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "core/common/half.hpp"
@@ -90,9 +91,13 @@ CoreSharing core_sharing(MPI_Comm comm) {
   s.ranks = detail::comm_size(machine);
   // The union of the ranks' affinity masks: a rank bound to one core still shares it with the
   // others bound there, and unbound ranks share all.
+  // A mask that cannot be read (more CPUs than a cpu_set_t holds) counts every CPU online.
   cpu_set_t mine;
   CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_SET(0, &mine);
+  const bool unread = sched_getaffinity(0, sizeof mine, &mine) != 0;
+  if (unread)
+    for (unsigned cpu = 0; cpu < std::min<unsigned>(std::thread::hardware_concurrency(), CPU_SETSIZE); ++cpu)
+      CPU_SET(cpu, &mine);
   std::array<unsigned char, sizeof(cpu_set_t)> bytes{}, all{};
   std::memcpy(bytes.data(), &mine, sizeof mine);
   detail::mpi_check(MPI_Allreduce(bytes.data(), all.data(), int(bytes.size()), MPI_UNSIGNED_CHAR, MPI_BOR, machine),
