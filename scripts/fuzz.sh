@@ -72,7 +72,7 @@ for target in schedule profile tuning sweep; do
   runs=${runs:-0}
   total_runs=$((total_runs + runs))
   size=$(ls "$out/corpus/$target" | wc -l)
-  if [ "$status" -ne 0 ]; then
+  if [ "$status" != 0 ]; then  # anything but a written 0 (an empty file too) is a failure
     crashed=$((crashed + 1))
     echo "fuzz_$target: CRASH after $runs executions (see $out/run-$target.log and $out/crash-$target-*)"
   else

@@ -2,7 +2,9 @@
 // no transposes, beta = 0), as cofuse's GEMM tasks call it.
 #include <cblas.h>
 
+#if defined(__linux__)
 #include <sched.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -84,35 +86,52 @@ std::string CoreSharing::text() const {
          (blas_threads == 1 ? "" : "s") + " on " + std::to_string(cpus) + " CPU" + (cpus == 1 ? "" : "s");
 }
 
-CoreSharing core_sharing(MPI_Comm comm) {
-  MPI_Comm machine = MPI_COMM_NULL;
-  detail::mpi_check(MPI_Comm_split(comm, machine_color(), detail::comm_rank(comm), &machine), "MPI_Comm_split");
-  CoreSharing s;
-  s.ranks = detail::comm_size(machine);
-  // The union of the ranks' affinity masks: a rank bound to one core still shares it with the
-  // others bound there, and unbound ranks share all.
-  // A mask that cannot be read (more CPUs than a cpu_set_t holds) counts every CPU online.
+namespace {
+
+// The CPUs the ranks of one machine may run on between them. On Linux the union of their
+// affinity masks: a rank bound to one core still shares it with the others bound there, and
+// unbound ranks share all. A mask that cannot be read (more CPUs than a cpu_set_t holds), or a
+// system without masks, counts every CPU online.
+int usable_cpus(MPI_Comm machine) {
+  const int online = std::max(1, int(std::thread::hardware_concurrency()));
+#if defined(__linux__) && defined(CPU_COUNT)
   cpu_set_t mine;
   CPU_ZERO(&mine);
-  const bool unread = sched_getaffinity(0, sizeof mine, &mine) != 0;
-  if (unread)
-    for (unsigned cpu = 0; cpu < std::min<unsigned>(std::thread::hardware_concurrency(), CPU_SETSIZE); ++cpu)
-      CPU_SET(cpu, &mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+    for (int cpu = 0; cpu < std::min(online, int(CPU_SETSIZE)); ++cpu) CPU_SET(cpu, &mine);
   std::array<unsigned char, sizeof(cpu_set_t)> bytes{}, all{};
   std::memcpy(bytes.data(), &mine, sizeof mine);
   detail::mpi_check(MPI_Allreduce(bytes.data(), all.data(), int(bytes.size()), MPI_UNSIGNED_CHAR, MPI_BOR, machine),
                     "MPI_Allreduce");
-  detail::mpi_check(MPI_Comm_free(&machine), "MPI_Comm_free");
   cpu_set_t both;
   std::memcpy(&both, all.data(), sizeof both);
-  s.cpus = std::max(1, CPU_COUNT(&both));
+  return std::max(1, CPU_COUNT(&both));
+#else
+  int most = online;
+  detail::mpi_check(MPI_Allreduce(&online, &most, 1, MPI_INT, MPI_MAX, machine), "MPI_Allreduce");
+  return most;
+#endif
+}
+
+}  // namespace
+
+CoreSharing core_sharing(MPI_Comm comm) {
+  struct MachineComm {  // freed also when a collective on it throws
+    MPI_Comm comm = MPI_COMM_NULL;
+    ~MachineComm() {
+      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    }
+  } machine;
+  detail::mpi_check(MPI_Comm_split(comm, machine_color(), detail::comm_rank(comm), &machine.comm), "MPI_Comm_split");
+  CoreSharing s;
+  s.ranks = detail::comm_size(machine.comm);
+  s.cpus = usable_cpus(machine.comm);
   s.blas_threads = std::max(1, openblas_get_num_threads());
   // Every rank the same answer: the machine with the most threads per CPU.
-  double mine_load = double(s.ranks) * s.blas_threads / s.cpus;
   struct {
     double load;
     int rank;
-  } in{mine_load, detail::comm_rank(comm)}, out{};
+  } in{double(s.ranks) * s.blas_threads / s.cpus, detail::comm_rank(comm)}, out{};
   detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), "MPI_Allreduce");
   int numbers[3] = {s.ranks, s.cpus, s.blas_threads};
   detail::mpi_check(MPI_Bcast(numbers, 3, MPI_INT, out.rank, comm), "MPI_Bcast");

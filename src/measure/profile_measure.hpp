@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -69,7 +70,7 @@ struct CoreSharing {
   int blas_threads = 1;  // BLAS threads per rank
   /// More threads multiplying than CPUs: each rank gets a share of a core over any span longer
   /// than the scheduler's switches.
-  bool outnumbered() const { return ranks * blas_threads > cpus; }
+  bool outnumbered() const { return int64_t(ranks) * blas_threads > cpus; }
   /// E.g. "4 ranks x 1 BLAS thread on 2 CPUs", the same on every rank of a machine.
   std::string text() const;
 };

@@ -62,6 +62,8 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
   detail::mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
                                   MPI_CHAR, comm),
                     "MPI_Allgather");
+  // Collective too: taken before any text is made (a throw there must not leave peers in it).
+  const measure::CoreSharing sharing = measure::core_sharing(comm);
   std::map<std::string, int> per_host;
   for (int r = 0; r < size; ++r) ++per_host[std::string(names.data() + std::size_t(r) * MPI_MAX_PROCESSOR_NAME)];
   JobSignature s;
@@ -84,7 +86,7 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
   s.compute_key = "cpu=" + machine["cpu_model"].get<std::string>() + " blas=" + build_info().blas +
                   " bf16=" + bf16_path_name() + " vector=" + detail::to_string(detail::best_vector_level()) +
                   " threads=" + machine["openblas_num_threads"].get<std::string>() +
-                  " per_host=" + std::to_string(s.ranks_per_host) + " cores=" + measure::core_sharing(comm).text();
+                  " per_host=" + std::to_string(s.ranks_per_host) + " cores=" + sharing.text();
   return s;
 }
 

@@ -203,10 +203,18 @@ std::optional<ComputeResult> parse_compute_table(const std::string& text, const 
     r.passes = j.at("passes").get<int>();
     r.max_flops = j.at("max_flops").get<double>();
     r.sample_s = j.at("sample_s").get<double>();
+    // Counts as integers in 1..2^20 (no cast of a huge or fractional number), a sample under 1 s.
     const json& sharing = j.at("sharing");
-    r.sharing = {sharing.at(0).get<int>(), sharing.at(1).get<int>(), sharing.at(2).get<int>()};
-    if (!(r.sample_s > 0) || r.sharing.ranks < 1 || r.sharing.cpus < 1 || r.sharing.blas_threads < 1)
-      throw Error(ErrorCode::invalid_argument, "a sample length or core count that is not positive");
+    int counts[3] = {};
+    for (int i = 0; i < 3; ++i) {
+      const json& v = sharing.at(std::size_t(i));
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (int64_t(1) << 20))
+        throw Error(ErrorCode::invalid_argument, "a core count that is not an integer in 1..2^20");
+      counts[i] = int(v.get<int64_t>());
+    }
+    r.sharing = {counts[0], counts[1], counts[2]};
+    if (!(r.sample_s > 0 && r.sample_s < 1))
+      throw Error(ErrorCode::invalid_argument, "a sample length that is not in (0, 1) s");
     if (std::none_of(r.grid.begin(), r.grid.end(), [](const GemmPoint& g) { return g.m == 1; })) {
       *problem = "kept before GEMMs of one row were measured";
       return std::nullopt;

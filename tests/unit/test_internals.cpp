@@ -278,6 +278,16 @@ TEST(CalibrationCache, ComputeTableKeepsTheBf16Grid) {
   unsized.erase("sample_s");
   EXPECT_FALSE(measure::parse_compute_table(unsized.dump(), "key", &problem));
   EXPECT_EQ(problem, "kept before samples were sized by how ranks share the cores");
+  // A malformed count or length is corrupt, never a cast of a huge or fractional number.
+  for (const char* bad : {R"([0, 2, 1])", R"([4, 2.5, 1])", R"([2147483648, 2, 1])", R"([1e300, 2, 1])", R"([4, 2])"}) {
+    nlohmann::json wrong = nlohmann::json::parse(measure::compute_table_text(r, "key"));
+    wrong["sharing"] = nlohmann::json::parse(bad);
+    EXPECT_FALSE(measure::parse_compute_table(wrong.dump(), "key", &problem)) << bad;
+    EXPECT_EQ(problem.rfind("corrupt", 0), 0u) << bad << ": " << problem;
+  }
+  nlohmann::json long_sample = nlohmann::json::parse(measure::compute_table_text(r, "key"));
+  long_sample["sample_s"] = 5;
+  EXPECT_FALSE(measure::parse_compute_table(long_sample.dump(), "key", &problem));
   nlohmann::json old = nlohmann::json::parse(measure::compute_table_text(r, "key"));
   old.erase("grid_16");
   EXPECT_FALSE(measure::parse_compute_table(old.dump(), "key", &problem));
