@@ -138,9 +138,10 @@ CoreSharing core_sharing(MPI_Comm comm) {
   return {numbers[0], numbers[1], numbers[2]};
 }
 
-ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress) {
+ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress,
+                              const CoreSharing& sharing) {
   ComputeResult r;
-  r.sharing = core_sharing(comm);
+  r.sharing = sharing;
   r.sample_s = r.sharing.outnumbered() ? kSharedSampleS : kSampleS;
   // The three largest shapes (17 to 34 GFLOP) would double the grid's time (10 passes of 66 GFLOP
   // per rank take ~9.5 s at 70 GFLOP/s, ~19 s on a core half as fast). Rates have flattened out

@@ -58,7 +58,7 @@ Measured measure_machine(MPI_Comm comm, bool quick, const StepProgress& progress
       progress(done + int(at), std::max(at - int(at), 1e-6), what + ": " + now);
     };
   };
-  m.compute = measure_compute(comm, effort, within(kComputeSteps, "compute"));
+  m.compute = measure_compute(comm, effort, within(kComputeSteps, "compute"), core_sharing(comm));
   done += kComputeSteps;
   progress(done, 0, "compute: " + std::to_string(m.compute.grid.size()) + " GEMM shapes in f32 and " +
                         std::to_string(m.compute.grid_16.size()) + " in bf16, dgemm, bf16 GEMM, memcpy, BLAS call");
@@ -113,8 +113,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   c.efficiency = 1;
   // Where ranks outnumber the cores the samples are longer (profile_compute.cpp), and say why.
   const std::string batching = "a sample batches calls to >= " + fixed(mc.sample_s * 1e3, 0) + " ms" +
-                               (mc.sharing.outnumbered() ? ", as " + mc.sharing.text() +
-                                                               " share the cores over longer spans than 2 ms"
+                               (mc.sharing.outnumbered() ? ", to span the scheduler's switches where " + mc.sharing.text() +
+                                                               " share the cores"
                                                          : "");
   const std::string passes = "median of " + std::to_string(mc.passes) +
                              " samples interleaved with the other compute measurements, " + who;

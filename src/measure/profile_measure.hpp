@@ -98,7 +98,9 @@ struct ComputeResult {
 /// GEMM, a memcpy far larger than the caches and the cost of a tiny BLAS call, all interleaved.
 /// Where ranks outnumber the cores (core_sharing), samples are long enough to span the scheduler's
 /// switches, so each rate is what a rank gets while every rank multiplies.
-ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
+/// sharing: core_sharing(comm), taken once by the caller (calibration keys its table by it too).
+ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress,
+                              const CoreSharing& sharing);
 
 // --- network (profile_network.cpp) ---
 

@@ -41,7 +41,8 @@ using measure::fixed;
 // OMPI_MCA_* variables). The link's speed is not in it: the quick check compares that.
 struct JobSignature {
   std::string text;        // the calibration's key
-  std::string compute_key;  // the compute table's key: this CPU, BLAS, threads and ranks per host
+  std::string compute_key;  // the compute table's key: this CPU, BLAS, threads, ranks per host, sharing
+  measure::CoreSharing sharing;  // how the ranks share the cores: the table is measured and keyed by it
   std::string hosts;        // for messages
   int ranks_per_host = 1;
   // One host and no TCP named (measure::shared_memory_transport): the quick check is judged
@@ -87,6 +88,7 @@ JobSignature job_signature(MPI_Comm comm, const nlohmann::ordered_json& machine)
                   " bf16=" + bf16_path_name() + " vector=" + detail::to_string(detail::best_vector_level()) +
                   " threads=" + machine["openblas_num_threads"].get<std::string>() +
                   " per_host=" + std::to_string(s.ranks_per_host) + " cores=" + sharing.text();
+  s.sharing = sharing;
   return s;
 }
 
@@ -247,7 +249,7 @@ Calibration calibrate(MPI_Comm user_comm, const CalibrateOptions& options) {
   if (compute) {
     m.compute = *compute;
   } else {
-    m.compute = measure::measure_compute(comm, brief, quiet);
+    m.compute = measure::measure_compute(comm, brief, quiet, job.sharing);
     c.table_s = measure::max_over_ranks(comm, seconds_since(start)) - before_table_s;
   }
   std::string notes;
