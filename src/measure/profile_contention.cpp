@@ -100,14 +100,6 @@ struct Gemm {
   }
 };
 
-// A barrier that sleeps while it waits: a rank with nothing left to do in a phase (the one
-// without a partner, or a pair done early) must not spin on a core the others are measuring on.
-void sleeping_barrier(MPI_Comm comm) {
-  MPI_Request request;
-  detail::mpi_check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  wait_polled(1, &request, kPoll);
-}
-
 // Durations of the exchanges that ran entirely within [from, to].
 void add_durations(const std::vector<std::pair<double, double>>& spans, double from, double to, std::vector<double>& out) {
   for (const auto& [t0, t1] : spans)

@@ -164,13 +164,17 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   net.copy_engines = 0;
   const std::string net_passes =
       "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
-  const std::string directions = "one way " + ms(mn.large_one_way_s) + ", both ways at once " + ms(mn.large_exchange_s) +
-                                 " per " + std::to_string(int64_t(mn.large_bytes)) + " bytes";
+  const std::string directions =
+      "one way " + ms(mn.large_one_way_s) + ", both ways at once " + ms(mn.large_exchange_s) +
+      (mn.large_two_pairs_s > 0 ? ", two pairs one way at once (0 to 1, 2 to 3) " + ms(mn.large_two_pairs_s) : "") +
+      " per " + std::to_string(int64_t(mn.large_bytes)) + " bytes";
+  const std::string rule = mn.large_two_pairs_s > 0 ? "shared when one pair alone is > 1.5x faster than each of two at once"
+                                                    : "shared when one way alone is > 1.5x faster than each way of both";
   s["network.topology"] =
       two_level  ? src.measured("detected: hosts of " + std::to_string(mn.ranks_per_host) +
                                 " ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST), so two levels; inside a host: " +
                                 directions)
-      : detected ? src.measured("detected: " + directions + "; shared when one way alone is > 1.5x faster than each way of both")
+      : detected ? src.measured("detected: " + directions + "; " + rule)
                  : "given: --topology " + args.topology + " (" + directions + ")";
   s["network.alpha_s"] = src.measured(
       "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +

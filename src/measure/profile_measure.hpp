@@ -43,6 +43,11 @@ struct Timed {
   std::string name;
   std::function<void()> call;
   double min_sample_s = 0;
+  /// This rank takes no part in `call` (a ping-pong or an exchange between two other ranks):
+  /// it sleeps until the others are done instead of spinning in the next barrier. Where ranks
+  /// outnumber the cores, two spinning bystanders had halved a 4 MiB exchange's CPU and made a
+  /// switch read as a shared medium. Set per rank; its `call` is then not called.
+  bool sits_out = false;
 };
 
 /// Seconds per call of each of `timed`, the median over `passes` samples of the slowest rank's.
@@ -58,6 +63,10 @@ double max_over_ranks(MPI_Comm comm, double value);
 /// Waits for `count` requests as cofuse's progress thread drives them: MPI_Testall, sleeping
 /// `interval` between tests (a waiting rank must not spin on a core another rank measures on).
 void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds interval);
+
+/// A barrier that sleeps (200 us between tests) while it waits: for a rank with nothing left to
+/// do in a phase while others measure on the cores it would spin on.
+void sleeping_barrier(MPI_Comm comm);
 
 // --- compute (profile_compute.cpp) ---
 
@@ -121,6 +130,7 @@ struct NetworkResult {
   double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1
   double large_bytes = 0, large_exchange_s = 0;     // both directions at once (MPI_Sendrecv), as a ring uses a link
   double large_one_way_s = 0;                       // rank 0 to rank 1 alone (an 8-byte reply ends it)
+  double large_two_pairs_s = 0;  // 0 to 1 and 2 to 3 at once, one way each; four ranks or more on one level, else 0
   CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
   // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test
   // every poll_us with the thread asleep in between. alpha here still includes noticing.
@@ -147,10 +157,16 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
 /// Collective.
 int two_level_ranks_per_host(MPI_Comm comm);
 
-/// How the link is shared, from one direction alone against both at once: a shared medium
-/// (one loopback, one wire) gives one direction alone about twice what each direction gets when
-/// both are busy; a full-duplex switched link gives about the same (TCP's acknowledgements cost
-/// ~10%). "shared" when alone is more than 1.5x faster, else "switch".
+/// How the link is shared, from one transfer alone against two at once: a shared medium (one
+/// loopback, one wire) gives one alone about twice what each of two gets; switched full-duplex
+/// links give about the same. "shared" when alone is more than 1.5x faster, else "switch".
+/// The two are two pairs one way each where four ranks were measured (large_two_pairs_s), else
+/// the two directions of one pair (large_exchange_s). Both directions of one TCP connection can
+/// read as a shared medium on a switch: a rank's acknowledgements queue behind its own outgoing
+/// data at its link, and on bench/netlab's 2 Gbit/s switch the 4 MiB exchange took twice the one
+/// way in 6 of 20 tries (two pairs at once: 0 of 20). With two ranks the models of the two
+/// readings nearly agree (each direction gets half the one-way rate either way); with four a
+/// shared medium divides it by four.
 std::string detect_topology(const NetworkResult& r);
 
 /// The bandwidth the simulator's NetworkModel::bandwidth_GBps means for that topology: per

@@ -73,17 +73,18 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
                       "MPI_Sendrecv");
   };
   auto exchange = [&, rank](int bytes) { exchange_with(bytes, rank < 2 ? 1 - rank : -1); };
-  // One direction alone: rank 1 answers with 8 bytes once all has arrived, so the time is the
-  // transfer plus one small latency.
-  auto one_way = [&, comm, rank](int bytes) {
-    if (rank == 0) {
-      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, 1, 5, comm), "MPI_Send");
-      detail::mpi_check(MPI_Recv(incoming.data(), 8, MPI_BYTE, 1, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-    } else if (rank == 1) {
-      detail::mpi_check(MPI_Recv(incoming.data(), bytes, MPI_BYTE, 0, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-      detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, 0, 5, comm), "MPI_Send");
+  // One direction alone: the receiver answers with 8 bytes once all has arrived, so the time is
+  // the transfer plus one small latency.
+  auto one_way_between = [&, comm, rank](int bytes, int from, int to) {
+    if (rank == from) {
+      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, to, 5, comm), "MPI_Send");
+      detail::mpi_check(MPI_Recv(incoming.data(), 8, MPI_BYTE, to, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    } else if (rank == to) {
+      detail::mpi_check(MPI_Recv(incoming.data(), bytes, MPI_BYTE, from, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, from, 5, comm), "MPI_Send");
     }
   };
+  auto one_way = [&](int bytes) { one_way_between(bytes, 0, 1); };
   auto ping_pong_with = [&, comm, rank](int bytes, int other) {
     if (rank == 0) {
       detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, other, 3, comm), "MPI_Send");
@@ -140,11 +141,13 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   };
 
   const CollectiveKind kinds[3] = {CollectiveKind::allgather, CollectiveKind::reduce_scatter, CollectiveKind::allreduce};
-  std::vector<Timed> timed = {{"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3},
+  // Ranks past the pair sit the pair's calls out (asleep, not spinning on the pair's cores).
+  const bool not_of_the_pair = rank >= 2;
+  std::vector<Timed> timed = {{"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3, not_of_the_pair},
                               {"exchange " + std::to_string(int(r.large_bytes) >> 20) + " MiB",
-                               [&] { exchange(int(r.large_bytes)); }, 0},
+                               [&] { exchange(int(r.large_bytes)); }, 0, not_of_the_pair},
                               {"one way " + std::to_string(int(r.large_bytes) >> 20) + " MiB",
-                               [&] { one_way(int(r.large_bytes)); }, 0}};
+                               [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair}};
   for (CollectiveKind kind : kinds)
     for (int elements : sizes) {
       const std::string bytes = " " + std::to_string(elements * 4) + " B";
@@ -155,16 +158,28 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
                        [&polled, kind, elements] { polled(kind, elements); }, min_sample});
     }
 
+  // Four ranks on one level: 0 to 1 and 2 to 3 at once, one way each, against 0 to 1 alone,
+  // which tells a shared medium from a switch (detect_topology).
+  const bool two_pairs = !two_level && size >= 4;
+  if (two_pairs)
+    timed.push_back({"two pairs one way at once, " + std::to_string(int(r.large_bytes) >> 20) + " MiB each",
+                     [&] {
+                       one_way_between(int(r.large_bytes), 0, 1);
+                       one_way_between(int(r.large_bytes), 2, 3);
+                     },
+                     0, rank >= 4});
   if (two_level) {
     const int R = ranks_per_host;
-    timed.push_back({"ping-pong 8 B between hosts", [&, R] { ping_pong_with(8, R); }, 1e-3});
+    const bool not_of_the_hosts_pair = rank != 0 && rank != R;
+    timed.push_back({"ping-pong 8 B between hosts", [&, R] { ping_pong_with(8, R); }, 1e-3, not_of_the_hosts_pair});
     // Host 0's ranks with their counterparts on host 1, all at once: each rank's share of what
     // the hosts' links give (the ranks of a host may share one link, or each have its own).
     timed.push_back({"exchange between hosts, " + std::to_string(R) + " pairs at once",
                      [&, R, rank] { exchange_with(int(r.large_bytes), rank < R ? rank + R : rank < 2 * R ? rank - R : -1); },
-                     0});
+                     0, rank >= 2 * R});
     timed.push_back({"exchange between hosts, one pair alone",
-                     [&, R, rank] { exchange_with(int(r.large_bytes), rank == 0 ? R : rank == R ? 0 : -1); }, 0});
+                     [&, R, rank] { exchange_with(int(r.large_bytes), rank == 0 ? R : rank == R ? 0 : -1); }, 0,
+                     not_of_the_hosts_pair});
   }
   const std::vector<double> s = time_interleaved(comm, timed, r.passes, progress);
   if (two_level) {
@@ -172,6 +187,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
     r.inter_exchange_s = s[s.size() - 2];
     r.inter_exchange_one_s = s[s.size() - 1];
   }
+  if (two_pairs) r.large_two_pairs_s = s[3 + 12];  // after the 12 collectives' entries
   r.small_round_trip_s = s[0];
   r.large_exchange_s = s[1];
   r.large_one_way_s = s[2];
@@ -191,7 +207,8 @@ int two_level_ranks_per_host(MPI_Comm comm) {
 }
 
 std::string detect_topology(const NetworkResult& r) {
-  return r.large_one_way_s > 0 && r.large_exchange_s > 1.5 * r.large_one_way_s ? "shared" : "switch";
+  const double together_s = r.large_two_pairs_s > 0 ? r.large_two_pairs_s : r.large_exchange_s;
+  return r.large_one_way_s > 0 && together_s > 1.5 * r.large_one_way_s ? "shared" : "switch";
 }
 
 double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology) {
@@ -251,6 +268,7 @@ double measure_task_overhead_s(MPI_Comm comm, int reps) {
       costs.push_back((posted + last_test) / 2);  // two tasks: the receive and the send
     }
   }
+  sleeping_barrier(comm);  // the other ranks wait asleep, off the cores the pair is timed on
   return max_over_ranks(comm, rank < 2 ? summarize(costs).median : 0.0);
 }
 

@@ -17,14 +17,27 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
   // use), then a second call, which says how long a call takes: timed from the first, a bf16
   // GEMM's setup made its batches a call or two where 2 ms needs a hundred. Batches are agreed
   // (the longest any rank needs), so every rank runs the same calls.
+  // A call some rank sits out ends in a sleeping barrier on every rank (they must agree on
+  // which calls do), so the bystanders do not spin while it runs; the barrier before the next
+  // sample then starts the ranks together again.
+  std::vector<int> sits_out(count), anyone_sits_out(count);
+  for (std::size_t i = 0; i < count; ++i) sits_out[i] = timed[i].sits_out;
+  detail::mpi_check(MPI_Allreduce(sits_out.data(), anyone_sits_out.data(), int(count), MPI_INT, MPI_MAX, comm),
+                    "MPI_Allreduce");
+  auto run = [&](std::size_t i, int calls) {
+    const double t0 = steady_seconds();
+    if (!timed[i].sits_out)
+      for (int j = 0; j < calls; ++j) timed[i].call();
+    const double seconds = steady_seconds() - t0;
+    if (anyone_sits_out[i]) sleeping_barrier(comm);
+    return seconds;
+  };
   std::vector<double> estimate(count), slowest(count);
   for (std::size_t i = 0; i < count; ++i) {
     progress(0, timed[i].name + " (warm-up)");
-    timed[i].call();
+    run(i, 1);
     detail::mpi_check(MPI_Barrier(comm), "MPI_Barrier");
-    const double t0 = steady_seconds();
-    timed[i].call();
-    estimate[i] = steady_seconds() - t0;
+    estimate[i] = run(i, 1);
   }
   detail::mpi_check(MPI_Allreduce(estimate.data(), slowest.data(), int(count), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
   std::vector<int> batch(count);
@@ -36,9 +49,7 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
     progress(double(pass) / passes, "pass " + std::to_string(pass + 1) + "/" + std::to_string(passes));
     for (std::size_t i = 0; i < count; ++i) {
       detail::mpi_check(MPI_Barrier(comm), "MPI_Barrier");
-      const double t0 = steady_seconds();
-      for (int j = 0; j < batch[i]; ++j) timed[i].call();
-      samples[i * passes + pass] = (steady_seconds() - t0) / batch[i];
+      samples[i * passes + pass] = run(i, batch[i]) / batch[i];
     }
   }
   detail::mpi_check(MPI_Allreduce(samples.data(), worst.data(), int(samples.size()), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
@@ -61,6 +72,12 @@ void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds int
     if (done) return;
     std::this_thread::sleep_for(interval);
   }
+}
+
+void sleeping_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  detail::mpi_check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  wait_polled(1, &request, std::chrono::microseconds(200));
 }
 
 }  // namespace cofuse::measure

@@ -106,6 +106,28 @@ TEST(Calibrate, CoreSharingCountsEveryRankOfThisMachine) {
   for (const std::string& text : all) EXPECT_EQ(text, s.text());
 }
 
+// The timing loop's bystanders: a rank that sits a call out never makes it, and every rank
+// still takes part in every barrier (no hang), and agrees on the times.
+TEST(Calibrate, TimingLeavesOutTheRanksThatSitACallOut) {
+  const int rank = test::world_rank();
+  int pair_calls = 0, all_calls = 0;
+  const std::vector<measure::Timed> timed = {
+      {"pair", [&] { ++pair_calls; }, 1e-4, rank >= 2},
+      {"everyone", [&] { ++all_calls; }, 0, false},
+  };
+  const std::vector<double> s = measure::time_interleaved(MPI_COMM_WORLD, timed, 3, [](double, const std::string&) {});
+  ASSERT_EQ(s.size(), 2u);
+  if (rank >= 2) {
+    EXPECT_EQ(pair_calls, 0);
+  } else {
+    EXPECT_GE(pair_calls, 2 + 3);  // the warm-up and the estimate, then a batch of at least one a pass
+  }
+  EXPECT_EQ(all_calls, 2 + 3);
+  EXPECT_GT(s[0], 0);
+  const std::vector<std::string> all = test::allgather_strings(std::to_string(s[0]) + " " + std::to_string(s[1]));
+  for (const std::string& text : all) EXPECT_EQ(text, all[0]);
+}
+
 TEST(Calibrate, ACorruptForeignOrStaleFileIsMeasuredAgainWithAWarning) {
   // A dozen calibrations: at 1 and 2 ranks only (the agreement at more is the next test's).
   if (test::world_size() > 2) GTEST_SKIP() << "runs at 1 and 2 ranks";

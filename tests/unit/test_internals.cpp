@@ -317,6 +317,22 @@ TEST(CoreSharing, OutnumberedCountsEveryMultiplyingThread) {
   EXPECT_EQ((measure::CoreSharing{1, 1, 1}.text()), "1 rank x 1 BLAS thread on 1 CPU");
 }
 
+// Two pairs at once decide where four ranks measured them: a switch's exchange that took twice
+// the one way (TCP's acknowledgements behind the rank's own data) is not a shared medium.
+TEST(DetectTopology, TwoPairsDecideWhereMeasuredElseTheExchange) {
+  measure::NetworkResult r;
+  r.large_one_way_s = 16e-3;
+  r.large_exchange_s = 31e-3;
+  EXPECT_EQ(measure::detect_topology(r), "shared");  // two ranks: only the exchange to go by
+  r.large_two_pairs_s = 16.5e-3;
+  EXPECT_EQ(measure::detect_topology(r), "switch");
+  r.large_exchange_s = 16.2e-3;
+  r.large_two_pairs_s = 32.4e-3;
+  EXPECT_EQ(measure::detect_topology(r), "shared");
+  r = {};
+  EXPECT_EQ(measure::detect_topology(r), "switch");  // nothing measured (one rank): no medium to share
+}
+
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
 // it is stale, and measured again.
 TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {
