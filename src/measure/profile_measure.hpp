@@ -162,11 +162,11 @@ int two_level_ranks_per_host(MPI_Comm comm);
 /// links give about the same. "shared" when alone is more than 1.5x faster, else "switch".
 /// The two are two pairs one way each where four ranks were measured (large_two_pairs_s), else
 /// the two directions of one pair (large_exchange_s). Both directions of one TCP connection can
-/// read as a shared medium on a switch: a rank's acknowledgements queue behind its own outgoing
-/// data at its link, and on bench/netlab's 2 Gbit/s switch the 4 MiB exchange took twice the one
-/// way in 6 of 20 tries (two pairs at once: 0 of 20). With two ranks the models of the two
-/// readings nearly agree (each direction gets half the one-way rate either way); with four a
-/// shared medium divides it by four.
+/// read as a shared medium on a switch (most likely: a rank's acknowledgements queue behind its
+/// own outgoing data in its link's token bucket): on bench/netlab's 2 Gbit/s switch the 4 MiB
+/// exchange took twice the one way in 6 of 20 tries, two pairs at once in 0 of 20. With two
+/// ranks the models of the two readings nearly agree (each direction gets half the one-way
+/// rate either way); with four a shared medium divides it by four.
 std::string detect_topology(const NetworkResult& r);
 
 /// The bandwidth the simulator's NetworkModel::bandwidth_GBps means for that topology: per
