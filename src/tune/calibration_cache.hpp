@@ -14,7 +14,9 @@ namespace cofuse::measure {
 // /2 since 2026-12-05: contention measured on every rank at once. A /1 file is foreign, so a
 // kept calibration whose contention came from ranks 0 and 1 alone is measured again once.
 // /3, the same day: the GEMM table sampled in 12 ms, not 2, where ranks outnumber the cores.
-inline constexpr const char* kCalibrationSchema = "cofuse.calibration/3";
+// /4, the same day: four ranks or more on one level detect a shared medium by two pairs one way
+// at once (a /3 file may hold a switch read as a shared medium).
+inline constexpr const char* kCalibrationSchema = "cofuse.calibration/4";
 inline constexpr const char* kComputeTableSchema = "cofuse.compute-table/1";
 /// A calibration older than this is measured again: machines change (a BIOS setting, a driver,
 /// a new BLAS) without their names changing.
