@@ -44,9 +44,8 @@ struct Timed {
   std::function<void()> call;
   double min_sample_s = 0;
   /// This rank takes no part in `call` (a ping-pong or an exchange between two other ranks):
-  /// it sleeps until the others are done instead of spinning in the next barrier. Where ranks
-  /// outnumber the cores, two spinning bystanders had halved a 4 MiB exchange's CPU and made a
-  /// switch read as a shared medium. Set per rank; its `call` is then not called.
+  /// it sleeps until the others are done instead of spinning in the next barrier, on cores the
+  /// others may need where ranks outnumber them. Set per rank; its `call` is then not called.
   bool sits_out = false;
 };
 
@@ -64,8 +63,11 @@ double max_over_ranks(MPI_Comm comm, double value);
 /// `interval` between tests (a waiting rank must not spin on a core another rank measures on).
 void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds interval);
 
-/// A barrier that sleeps (200 us between tests) while it waits: for a rank with nothing left to
-/// do in a phase while others measure on the cores it would spin on.
+/// How long a rank that waits while others measure sleeps between tests of its requests.
+inline constexpr std::chrono::microseconds kBystanderPoll{200};
+
+/// A barrier that sleeps (kBystanderPoll between tests) while it waits: for a rank with nothing
+/// left to do in a phase while others measure on the cores it would spin on.
 void sleeping_barrier(MPI_Comm comm);
 
 // --- compute (profile_compute.cpp) ---

@@ -161,6 +161,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // Four ranks on one level: 0 to 1 and 2 to 3 at once, one way each, against 0 to 1 alone,
   // which tells a shared medium from a switch (detect_topology).
   const bool two_pairs = !two_level && size >= 4;
+  const std::size_t two_pairs_at = timed.size();
   if (two_pairs)
     timed.push_back({"two pairs one way at once, " + std::to_string(int(r.large_bytes) >> 20) + " MiB each",
                      [&] {
@@ -187,7 +188,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
     r.inter_exchange_s = s[s.size() - 2];
     r.inter_exchange_one_s = s[s.size() - 1];
   }
-  if (two_pairs) r.large_two_pairs_s = s[3 + 12];  // after the 12 collectives' entries
+  if (two_pairs) r.large_two_pairs_s = s[two_pairs_at];
   r.small_round_trip_s = s[0];
   r.large_exchange_s = s[1];
   r.large_one_way_s = s[2];

@@ -77,7 +77,7 @@ void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds int
 void sleeping_barrier(MPI_Comm comm) {
   MPI_Request request;
   detail::mpi_check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  wait_polled(1, &request, std::chrono::microseconds(200));
+  wait_polled(1, &request, kBystanderPoll);
 }
 
 }  // namespace cofuse::measure

@@ -318,7 +318,7 @@ TEST(CoreSharing, OutnumberedCountsEveryMultiplyingThread) {
 }
 
 // Two pairs at once decide where four ranks measured them: a switch's exchange that took twice
-// the one way (TCP's acknowledgements behind the rank's own data) is not a shared medium.
+// the one way (most likely TCP's acknowledgements behind the rank's own data) is not a shared medium.
 TEST(DetectTopology, TwoPairsDecideWhereMeasuredElseTheExchange) {
   measure::NetworkResult r;
   r.large_one_way_s = 16e-3;
