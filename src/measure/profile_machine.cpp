@@ -165,11 +165,12 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   const std::string net_passes =
       "median of " + std::to_string(mn.passes) + " samples interleaved with the other network measurements";
   const std::string directions =
-      "one way " + ms(mn.large_one_way_s) + ", both ways at once " + ms(mn.large_exchange_s) +
+      "one way " + ms(mn.large_one_way_s) + " (in a train " + ms(mn.large_one_way_train_s) + "), both ways at once " +
+      ms(mn.large_exchange_s) + " (fastest " + ms(mn.large_exchange_fastest_s) + ")" +
       (mn.large_two_pairs_s > 0 ? ", two pairs one way at once (0 to 1, 2 to 3) " + ms(mn.large_two_pairs_s) : "") +
       " per " + std::to_string(int64_t(mn.large_bytes)) + " bytes";
   const std::string rule = mn.large_two_pairs_s > 0 ? "shared when one pair alone is > 1.5x faster than each of two at once"
-                                                    : "shared when one way alone is > 1.5x faster than each way of both";
+                                                    : "shared when one way alone is > 1.5x faster than each way of both (fastest)";
   s["network.topology"] =
       two_level  ? src.measured("detected: hosts of " + std::to_string(mn.ranks_per_host) +
                                 " ranks (MPI_COMM_TYPE_SHARED, or COFUSE_RANKS_PER_HOST), so two levels; inside a host: " +
@@ -179,13 +180,15 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   s["network.alpha_s"] = src.measured(
       "MPI_Send/MPI_Recv ping-pong of 8 bytes between ranks 0 and 1, half the round trip " + us(mn.small_round_trip_s) +
       ", " + net_passes + " (a sample batches round trips to >= 1 ms)");
+  const std::string bytes = std::to_string(int64_t(mn.large_bytes)) + " bytes";
   s["network.bandwidth_GBps"] = src.measured(
-      net.topology == "shared"
-          ? "MPI_Send of " + std::to_string(int64_t(mn.large_bytes)) +
-                " bytes from rank 0 to 1 alone (the whole shared medium), bytes / " + ms(mn.large_one_way_s) + ", " + net_passes
-          : "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) +
-                " bytes each way between ranks 0 and 1" + (two_level ? " (one host;" : " (") +
-                " both directions busy, as in a ring), bytes / " + ms(mn.large_exchange_s) + ", " + net_passes);
+      two_level ? "MPI_Sendrecv of " + bytes + " each way between ranks 0 and 1 (one host; both directions busy, as in a "
+                  "ring), bytes / " + ms(link_seconds(mn, net.topology)) + ", " + net_passes
+                : "MPI_Send of " + bytes + " from rank 0 to 1 (" +
+                      (net.topology == "shared" ? "the whole shared medium" : "one direction of a switched link") +
+                      "), alone " + ms(mn.large_one_way_s) + " and in a train (the second of two back to back, what the "
+                      "link sustains) " + ms(mn.large_one_way_train_s) + ", bytes / the slower, " +
+                      ms(link_seconds(mn, net.topology)) + ", " + net_passes);
   if (two_level) {
     const int R = mn.ranks_per_host;
     net.ranks_per_node = R;

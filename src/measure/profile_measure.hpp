@@ -47,13 +47,26 @@ struct Timed {
   /// it sleeps until the others are done instead of spinning in the next barrier, on cores the
   /// others may need where ranks outnumber them. Set per rank; its `call` is then not called.
   bool sits_out = false;
+  /// Each sample's timed calls follow one untimed call back to back: what a link sustains, not
+  /// what it gives after idling. A token-bucket-shaped link (bench/netlab's) lets its burst
+  /// through at once after a pause, so a lone 4 MiB transfer over netlab's 2 Gbit/s switch took
+  /// 15.8 ms and each of a train 17.5 ms; schedules that stream pieces see the second.
+  bool primed = false;
 };
 
-/// Seconds per call of each of `timed`, the median over `passes` samples of the slowest rank's.
+/// Seconds per call of one of `timed`, over its samples (each the slowest rank's).
+struct Sampled {
+  double median = 0;
+  /// For a call with two modes where the slow one is a transport's, not the link's (a TCP
+  /// exchange, profile_network.cpp): what the link gives when nothing else gets in the way.
+  double fastest = 0;
+};
+
+/// Seconds per call of each of `timed` over `passes` samples of the slowest rank's.
 /// The calls are interleaved: a warm-up pass (which also sizes the batches), then each pass
 /// takes one sample of every call, a barrier before each sample. A burst of outside load thus
 /// spoils one sample of many calls instead of every sample of one, and the median drops it.
-std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
+std::vector<Sampled> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
                                      const ProfileProgress& progress);
 
 /// The largest value over the ranks.
@@ -131,7 +144,9 @@ struct CollectiveFit {
 struct NetworkResult {
   double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1
   double large_bytes = 0, large_exchange_s = 0;     // both directions at once (MPI_Sendrecv), as a ring uses a link
+  double large_exchange_fastest_s = 0;              // its fastest sample (exchange_s says why); 0: not measured
   double large_one_way_s = 0;                       // rank 0 to rank 1 alone (an 8-byte reply ends it)
+  double large_one_way_train_s = 0;  // the same primed (Timed::primed): the second of two back to back
   double large_two_pairs_s = 0;  // 0 to 1 and 2 to 3 at once, one way each; four ranks or more on one level, else 0
   CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
   // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test
@@ -159,21 +174,40 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
 /// Collective.
 int two_level_ranks_per_host(MPI_Comm comm);
 
+/// The time of the exchange (both directions of one pair at once) that tells how the directions
+/// share a link: its fastest sample where one was kept, else its median. Over TCP the exchange
+/// has two modes on a switch, one about twice as slow as the other (most likely: a rank's
+/// acknowledgements queue behind its own outgoing data in its link's token bucket): on
+/// bench/netlab's 2 Gbit/s switch the 4 MiB exchange took twice the one way in 6 of 20 tries.
+/// The slow mode is the transport's, and ring steps run back to back mostly miss it (medians
+/// 17.4 to 18.4 ms per 4 MiB at 2 to 4 ranks, against 17.5 ms for one way in a train), so the
+/// fastest sample tells how the two directions share the link (detect_topology).
+double exchange_s(const NetworkResult& r);
+
 /// How the link is shared, from one transfer alone against two at once: a shared medium (one
 /// loopback, one wire) gives one alone about twice what each of two gets; switched full-duplex
 /// links give about the same. "shared" when alone is more than 1.5x faster, else "switch".
 /// The two are two pairs one way each where four ranks were measured (large_two_pairs_s), else
-/// the two directions of one pair (large_exchange_s). Both directions of one TCP connection can
-/// read as a shared medium on a switch (most likely: a rank's acknowledgements queue behind its
-/// own outgoing data in its link's token bucket): on bench/netlab's 2 Gbit/s switch the 4 MiB
-/// exchange took twice the one way in 6 of 20 tries, two pairs at once in 0 of 20. With two
-/// ranks the models of the two readings nearly agree (each direction gets half the one-way
-/// rate either way); with four a shared medium divides it by four.
+/// the two directions of one pair (exchange_s). Two pairs at once read the switch right in 20
+/// of 20 tries. With two ranks the models of the two readings nearly agree (each direction gets
+/// half the one-way rate either way); with four a shared medium divides it by four.
 std::string detect_topology(const NetworkResult& r);
+
+/// Seconds per large_bytes that link_bandwidth_GBps stands for. On one level (a shared medium's
+/// whole, a switch's one direction): one way, the slower of alone and in a train. A train is
+/// slower where the link lets a burst through after idling (bench/netlab's token bucket: 15.8 ms
+/// alone against 17.5 ms in a train per 4 MiB at 2 Gbit/s; the model had been 16% optimistic
+/// on the switch), alone is slower where the first transfer warms what the second reuses
+/// (shared memory's caches: 0.69 against 0.43 ms). Not the exchange on a switch: over TCP its
+/// slow mode read twice the one way in all three samples of a calibration (31.2 ms per 4 MiB at
+/// 4 ranks, 2026-12-06), and the model then called the 4-rank cases 28% slower than they ran
+/// and kept serial at 4.9x the best. Inside a host of two_level: the exchange's median, shared
+/// memory, where both directions' copies take the same cores and memory.
+double link_seconds(const NetworkResult& r, const std::string& topology);
 
 /// The bandwidth the simulator's NetworkModel::bandwidth_GBps means for that topology: per
 /// direction with both busy (switch, and inside a node of two_level), or the whole medium
-/// (shared: one direction alone).
+/// (shared: one direction alone). GB/s: large_bytes / link_seconds * 1e-9.
 double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
 
 /// The calibration's quick check: every rank sends 4 MiB (16 MiB on links that move 1 MiB in

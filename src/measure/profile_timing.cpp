@@ -10,7 +10,7 @@
 
 namespace cofuse::measure {
 
-std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
+std::vector<Sampled> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
                                      const ProfileProgress& progress) {
   const std::size_t count = timed.size();
   // Warm-up (caches, page faults, connections, BLAS buffers, a oneDNN primitive made on first
@@ -25,6 +25,7 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
   detail::mpi_check(MPI_Allreduce(sits_out.data(), anyone_sits_out.data(), int(count), MPI_INT, MPI_MAX, comm),
                     "MPI_Allreduce");
   auto run = [&](std::size_t i, int calls) {
+    if (timed[i].primed && !timed[i].sits_out) timed[i].call();
     const double t0 = steady_seconds();
     if (!timed[i].sits_out)
       for (int j = 0; j < calls; ++j) timed[i].call();
@@ -53,9 +54,11 @@ std::vector<double> time_interleaved(MPI_Comm comm, const std::vector<Timed>& ti
     }
   }
   detail::mpi_check(MPI_Allreduce(samples.data(), worst.data(), int(samples.size()), MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
-  std::vector<double> out;
-  for (std::size_t i = 0; i < count; ++i)
-    out.push_back(summarize({worst.begin() + long(i * passes), worst.begin() + long((i + 1) * passes)}).median);
+  std::vector<Sampled> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Summary of_call = summarize({worst.begin() + long(i * passes), worst.begin() + long((i + 1) * passes)});
+    out.push_back({of_call.median, of_call.min});
+  }
   progress(1, "done");
   return out;
 }

@@ -16,7 +16,9 @@ namespace cofuse::measure {
 // /3, the same day: the GEMM table sampled in 12 ms, not 2, where ranks outnumber the cores.
 // /4, the same day: four ranks or more on one level detect a shared medium by two pairs one way
 // at once (a /3 file may hold a switch read as a shared medium).
-inline constexpr const char* kCalibrationSchema = "cofuse.calibration/4";
+// /5, 2026-12-06: the bandwidth from one way, the slower of alone and in a train (Timed::primed), on
+// a switch too (a /4 file holds a shaped link's burst, 10% fast, or the exchange's median, half).
+inline constexpr const char* kCalibrationSchema = "cofuse.calibration/5";
 inline constexpr const char* kComputeTableSchema = "cofuse.compute-table/1";
 /// A calibration older than this is measured again: machines change (a BIOS setting, a driver,
 /// a new BLAS) without their names changing.

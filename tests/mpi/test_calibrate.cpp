@@ -115,7 +115,8 @@ TEST(Calibrate, TimingLeavesOutTheRanksThatSitACallOut) {
       {"pair", [&] { ++pair_calls; }, 1e-4, rank >= 2},
       {"everyone", [&] { ++all_calls; }, 0, false},
   };
-  const std::vector<double> s = measure::time_interleaved(MPI_COMM_WORLD, timed, 3, [](double, const std::string&) {});
+  const std::vector<measure::Sampled> s =
+      measure::time_interleaved(MPI_COMM_WORLD, timed, 3, [](double, const std::string&) {});
   ASSERT_EQ(s.size(), 2u);
   if (rank >= 2) {
     EXPECT_EQ(pair_calls, 0);
@@ -123,9 +124,30 @@ TEST(Calibrate, TimingLeavesOutTheRanksThatSitACallOut) {
     EXPECT_GE(pair_calls, 2 + 3);  // the warm-up and the estimate, then a batch of at least one a pass
   }
   EXPECT_EQ(all_calls, 2 + 3);
-  EXPECT_GT(s[0], 0);
-  const std::vector<std::string> all = test::allgather_strings(std::to_string(s[0]) + " " + std::to_string(s[1]));
+  EXPECT_GT(s[0].median, 0);
+  const std::vector<std::string> all =
+      test::allgather_strings(std::to_string(s[0].median) + " " + std::to_string(s[1].median));
   for (const std::string& text : all) EXPECT_EQ(text, all[0]);
+}
+
+// A primed call runs once untimed right before each timed sample (what a link sustains after
+// the burst it lets through on idling), and its fastest sample is never above its median.
+TEST(Calibrate, APrimedCallRunsOnceUntimedBeforeEachSample) {
+  int primed_calls = 0, plain_calls = 0;
+  const std::vector<measure::Timed> timed = {
+      {"primed", [&] { ++primed_calls; }, 0, false, true},
+      {"plain", [&] { ++plain_calls; }, 0, false, false},
+  };
+  const int passes = 5;
+  const std::vector<measure::Sampled> s =
+      measure::time_interleaved(MPI_COMM_WORLD, timed, passes, [](double, const std::string&) {});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(plain_calls, 2 + passes);  // the warm-up and the estimate, then one a pass
+  EXPECT_EQ(primed_calls, 2 * (2 + passes));
+  for (const measure::Sampled& one : s) {
+    EXPECT_GE(one.fastest, 0);
+    EXPECT_LE(one.fastest, one.median);
+  }
 }
 
 TEST(Calibrate, ACorruptForeignOrStaleFileIsMeasuredAgainWithAWarning) {

@@ -333,6 +333,39 @@ TEST(DetectTopology, TwoPairsDecideWhereMeasuredElseTheExchange) {
   EXPECT_EQ(measure::detect_topology(r), "switch");  // nothing measured (one rank): no medium to share
 }
 
+// The exchange's slow mode over TCP (twice the one way) is the transport's: where a fast sample
+// was seen, the topology goes by it. The bandwidth of one level is one way's, the slower of alone
+// and in a train, whatever the exchange; inside a host of two levels the exchange's median.
+TEST(DetectTopology, TheExchangesFastestSampleStandsForTheLink) {
+  measure::NetworkResult r;
+  r.large_bytes = 4 << 20;
+  r.large_one_way_s = 15.8e-3;        // alone: a token bucket's burst helps
+  r.large_one_way_train_s = 17.5e-3;  // in a train: what the link sustains
+  r.large_exchange_s = 31.4e-3;       // the median caught the slow mode
+  r.large_exchange_fastest_s = 15.9e-3;
+  EXPECT_DOUBLE_EQ(measure::exchange_s(r), 15.9e-3);
+  EXPECT_EQ(measure::detect_topology(r), "switch");
+  EXPECT_DOUBLE_EQ(measure::link_seconds(r, "switch"), 17.5e-3);
+  EXPECT_NEAR(measure::link_bandwidth_GBps(r, "switch"), (4 << 20) / 17.5e-3 * 1e-9, 1e-12);
+  // Every sample in the slow mode: still one way's bandwidth (two pairs decide the topology at 4).
+  r.large_exchange_fastest_s = 31.2e-3;
+  EXPECT_DOUBLE_EQ(measure::link_seconds(r, "switch"), 17.5e-3);
+  EXPECT_DOUBLE_EQ(measure::link_seconds(r, "shared"), 17.5e-3);
+  EXPECT_DOUBLE_EQ(measure::link_seconds(r, "two_level"), 31.4e-3);
+  // Both ways always twice the one way, its fastest too: a shared medium.
+  EXPECT_EQ(measure::detect_topology(r), "shared");
+  // Caches warmed by the first transfer make the train faster: alone stands.
+  r.large_one_way_s = 0.69e-3;
+  r.large_one_way_train_s = 0.43e-3;
+  EXPECT_DOUBLE_EQ(measure::link_seconds(r, "shared"), 0.69e-3);
+  // No fastest sample kept (0): the median.
+  r.large_one_way_s = 17.5e-3;
+  r.large_exchange_fastest_s = 0;
+  r.large_exchange_s = 18e-3;
+  EXPECT_DOUBLE_EQ(measure::exchange_s(r), 18e-3);
+  EXPECT_EQ(measure::detect_topology(r), "switch");
+}
+
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
 // it is stale, and measured again.
 TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {
