@@ -155,8 +155,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   NetworkModel& net = p.network;
   const bool detected = args.topology == "auto";
   // Hosts of several ranks: ranks 0 and 1 measure the link inside a host, rank 0 and the first
-  // rank of the next host the one between. Inside a node the simulator gives each rank
-  // full-duplex links of its own, so link_bandwidth_GBps takes the exchange's figure for it.
+  // rank of the next host the one between. Inside a host (shared memory) link_bandwidth_GBps
+  // takes the exchange's median: both directions' copies share the cores (link_seconds).
   const bool two_level = detected && mn.ranks_per_host > 0;
   net.topology = two_level ? "two_level" : detected ? detect_topology(mn) : args.topology;
   net.alpha_s = mn.small_round_trip_s / 2;

@@ -50,7 +50,9 @@ struct Timed {
   /// Each sample's timed calls follow one untimed call back to back: what a link sustains, not
   /// what it gives after idling. A token-bucket-shaped link (bench/netlab's) lets its burst
   /// through at once after a pause, so a lone 4 MiB transfer over netlab's 2 Gbit/s switch took
-  /// 15.8 ms and each of a train 17.5 ms; schedules that stream pieces see the second.
+  /// 15.8 ms and each of a train 17.5 ms; schedules that stream pieces see the second. The same
+  /// on every rank that takes part (the untimed call is a call like the timed ones: ranks that
+  /// disagree would mismatch their messages).
   bool primed = false;
 };
 
@@ -64,7 +66,8 @@ struct Sampled {
 
 /// Seconds per call of each of `timed` over `passes` samples of the slowest rank's.
 /// The calls are interleaved: a warm-up pass (which also sizes the batches), then each pass
-/// takes one sample of every call, a barrier before each sample. A burst of outside load thus
+/// takes one sample of every call, a barrier before each sample (and, for a primed call, its
+/// untimed call between the barrier and the sample). A burst of outside load thus
 /// spoils one sample of many calls instead of every sample of one, and the median drops it.
 std::vector<Sampled> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
                                      const ProfileProgress& progress);
@@ -206,8 +209,9 @@ std::string detect_topology(const NetworkResult& r);
 double link_seconds(const NetworkResult& r, const std::string& topology);
 
 /// The bandwidth the simulator's NetworkModel::bandwidth_GBps means for that topology: per
-/// direction with both busy (switch, and inside a node of two_level), or the whole medium
-/// (shared: one direction alone). GB/s: large_bytes / link_seconds * 1e-9.
+/// direction (switch: measured one way, each direction a link of its own; inside a node of
+/// two_level: the exchange, both busy), or the whole medium (shared: one direction alone).
+/// GB/s: large_bytes / link_seconds * 1e-9.
 double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
 
 /// The calibration's quick check: every rank sends 4 MiB (16 MiB on links that move 1 MiB in

@@ -1,4 +1,5 @@
-// Point-to-point latency (ping-pong) and bandwidth (an exchange) between ranks 0 and 1, the library's
+// Point-to-point latency (ping-pong) and bandwidth (one way, alone and primed; an exchange for how
+// the directions share the link) between ranks 0 and 1, the library's
 // collectives at two sizes fitted to a latency-bandwidth line, and the CPU cost of one
 // non-blocking point-to-point task.
 #include <algorithm>
@@ -62,9 +63,9 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   r.large_bytes = 4 << 20;
   std::vector<char> message(std::size_t(r.large_bytes), 1);
   std::vector<char> incoming(std::size_t(r.large_bytes), 0);
-  // Both directions at once: what a ring or an exchange asks of a link. Over TCP the two
-  // directions of one connection share a CPU and the acknowledgements share the wire, so this
-  // is slower than a one-way ping-pong (measured here: ~10% over the shaped switch).
+  // Both directions at once: what a ring or an exchange asks of a link. Over TCP it has a slow
+  // mode at about twice the one way (exchange_s), so it decides only how the directions share
+  // the link, and the bandwidth inside a host of two_level (link_seconds).
   // peer_of(rank): the rank it exchanges with, or -1 to sit it out.
   auto exchange_with = [&, comm, rank](int bytes, int peer) {
     if (peer < 0) return;
