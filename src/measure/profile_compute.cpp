@@ -221,8 +221,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
                    },
                    r.sample_s});
 
-  std::vector<double> seconds;
-  for (const Sampled& sampled : time_interleaved(comm, timed, r.passes, progress)) seconds.push_back(sampled.median);
+  const std::vector<double> seconds = medians(time_interleaved(comm, timed, r.passes, progress));
   // In the order pushed: the f32 grid, the bf16 grid (g16 entries), dgemm, the bf16 n^3, memcpy, 1x1x1.
   const std::size_t g = shapes.size(), g16 = bf16 ? g : 0;
   for (std::size_t i = 0; i < g; ++i) {

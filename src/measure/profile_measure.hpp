@@ -72,6 +72,9 @@ struct Sampled {
 std::vector<Sampled> time_interleaved(MPI_Comm comm, const std::vector<Timed>& timed, int passes,
                                      const ProfileProgress& progress);
 
+/// The medians of time_interleaved's results, in the same order.
+std::vector<double> medians(const std::vector<Sampled>& sampled);
+
 /// The largest value over the ranks.
 double max_over_ranks(MPI_Comm comm, double value);
 

@@ -193,8 +193,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
                      not_of_the_hosts_pair});
   }
   const std::vector<Sampled> sampled = time_interleaved(comm, timed, r.passes, progress);
-  std::vector<double> s;
-  for (const Sampled& one : sampled) s.push_back(one.median);
+  const std::vector<double> s = medians(sampled);
   if (two_level) {
     r.inter_round_trip_s = s[s.size() - 3];
     r.inter_exchange_s = s[s.size() - 2];

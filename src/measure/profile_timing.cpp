@@ -63,6 +63,12 @@ std::vector<Sampled> time_interleaved(MPI_Comm comm, const std::vector<Timed>& t
   return out;
 }
 
+std::vector<double> medians(const std::vector<Sampled>& sampled) {
+  std::vector<double> out;
+  for (const Sampled& one : sampled) out.push_back(one.median);
+  return out;
+}
+
 double max_over_ranks(MPI_Comm comm, double value) {
   double out = 0;
   detail::mpi_check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
