@@ -220,6 +220,17 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
         s["network.nics_per_node"] = "fixed: used by topology two_level only";
   }
   s["network.copy_engines"] = "fixed: 0, CPU ranks move data with their own cores";
+  // The third size (profile_network.cpp, beyond): where the line bends, or why it does not.
+  auto beyond = [&](const CollectiveFit& f) -> std::string {
+    if (f.beyond_bytes <= 0)
+      return mn.beyond_timed ? std::string()
+                             : "; not timed beyond: brief calibration estimated a pass at 8 MiB above " +
+                                   ms(mn.beyond_budget_s) + ", so one line for every size";
+    return "; at " + std::to_string(int64_t(f.beyond_bytes)) + " bytes " + ms(f.beyond_s) +
+           (f.bent ? ", more than 10% slower than the line: beyond " + std::to_string(int64_t(f.large_bytes)) +
+                         " bytes the bus bandwidth that meets it"
+                   : ", within 10% of the line: one line for every size");
+  };
   auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
                         const std::string& factor) {
     out = f.model;
@@ -228,9 +239,12 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
         std::to_string(int64_t(f.large_bytes)) + " bytes (the whole gathered or reduced buffer): " + ms(f.small_s) +
         " and " + ms(f.large_s) + ", " + net_passes + ", " + who + "; " +
         (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw, alpha clamped at >= 0"
-                  : "no positive slope between the two: busbw from the large size alone, alpha 0");
+                  : "no positive slope between the two: busbw from the large size alone, alpha 0") +
+        beyond(f);
     s["network." + key + ".alpha_s"] = src.measured(how);
     s["network." + key + ".busbw_GBps"] = src.measured(how);
+    s["network." + key + ".beyond_busbw_GBps"] =
+        f.bent ? src.measured(how) : "fixed: 0, one line for every size (see busbw_GBps)";
   };
   // The simulator adds the average wait to notice a completion (poll_us / 2) and a task's
   // overhead to every polled collective itself, so the fit's latency is charged without them.
@@ -238,6 +252,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
                          const std::string& factor) {
     const double notice_s = 0.5e-6 * mn.poll_us;
     out.nonblocking_busbw_GBps = f.model.busbw_GBps;
+    out.nonblocking_beyond_busbw_GBps = f.model.beyond_busbw_GBps;
+    out.beyond_bytes = std::max(out.beyond_bytes, f.model.beyond_bytes);  // both bend at large_bytes
     out.nonblocking_alpha_s = std::max(0.0, f.model.alpha_s - notice_s - m.task_overhead_s);
     const std::string how =
         call + " of f32 progressed by MPI_Test every " + std::to_string(mn.poll_us) +
@@ -246,9 +262,15 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
         net_passes + ", " + who + "; " +
         (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw; alpha less poll_us/2 (" + us(notice_s) +
                         ") and task_overhead_s, which the simulator adds, clamped at >= 0"
-                  : "no positive slope between the two: busbw from the large size alone, alpha 0");
+                  : "no positive slope between the two: busbw from the large size alone, alpha 0") +
+        beyond(f);
     s["network." + key + ".nonblocking_alpha_s"] = src.measured(how);
     s["network." + key + ".nonblocking_busbw_GBps"] = src.measured(how);
+    s["network." + key + ".nonblocking_beyond_busbw_GBps"] =
+        f.bent ? src.measured(how) : "fixed: 0, one line for every size (see nonblocking_busbw_GBps)";
+    s["network." + key + ".beyond_bytes"] =
+        out.beyond_bytes > 0 ? "fixed: the larger of the two sizes of the line, where a third size ran slower than it"
+                             : "fixed: 0, one line for every size";
   };
   // The factor in words, as written into each source line.
   const char* const ag = detail::bus_factor_text(Collective::allgather);

@@ -366,6 +366,35 @@ TEST(DetectTopology, TheExchangesFastestSampleStandsForTheLink) {
   EXPECT_EQ(measure::detect_topology(r), "switch");
 }
 
+// The third size bends the line only when it ran slower than the line by more than noise, and
+// then the bent part starts where the line ends at the larger size and meets the third point.
+TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanSlower) {
+  measure::CollectiveFit f;
+  f.large_bytes = 2 << 20;
+  f.large_s = 1e-3;
+  f.model.alpha_s = 50e-6;
+  f.model.busbw_GBps = 2.0;
+  const double factor = 0.5, line_8 = 50e-6 + (8 << 20) * factor / 2e9;
+  measure::CollectiveFit within = f;
+  measure::bend_beyond(within, factor, 8 << 20, 1.05 * line_8);
+  EXPECT_FALSE(within.bent);
+  EXPECT_EQ(within.model.beyond_bytes, 0);
+  EXPECT_EQ(within.beyond_s, 1.05 * line_8);  // recorded either way
+  measure::CollectiveFit slower = f;
+  measure::bend_beyond(slower, factor, 8 << 20, 3 * line_8);
+  ASSERT_TRUE(slower.bent);
+  EXPECT_EQ(slower.model.beyond_bytes, 2 << 20);
+  const double at_2 = 50e-6 + (2 << 20) * factor / 2e9;
+  const double through_8 =
+      at_2 + ((8 << 20) - (2 << 20)) * factor / (slower.model.beyond_busbw_GBps * 1e9);
+  EXPECT_NEAR(through_8, 3 * line_8, 1e-12);
+  EXPECT_LT(slower.model.beyond_busbw_GBps, 2.0);
+  // A third size that is not larger bends nothing.
+  measure::CollectiveFit smaller = f;
+  measure::bend_beyond(smaller, factor, 1 << 20, 1.0);
+  EXPECT_FALSE(smaller.bent);
+}
+
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
 // it is stale, and measured again.
 TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {

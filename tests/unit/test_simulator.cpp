@@ -448,6 +448,47 @@ TEST(Simulator, OverlappedSchedulesUseTheNonBlockingCollectiveModel) {
   EXPECT_EQ(back.network.allreduce.nonblocking_alpha_s, 1e-3);
 }
 
+// A collective's line bent once (CollectiveModel::beyond_*): the bytes past beyond_bytes move at
+// the slower rate, the bytes before it at the line's; 0 in either field means one line.
+TEST(Simulator, ACollectiveBeyondItsBendTakesTheSlowerRate) {
+  MachineProfile p = test_profile();
+  const OpDesc d{OpKind::gemm_ar, 64, 64, 64, DType::f32, false, false, Axis::none, 2};
+  const Schedule chunked = *Schedule::parse("overlap=chunk,chunks=4,split=1d,data=uniform,fusion=unfused,engine=thread,algo=coll");
+  const double bytes = 64.0 * 64 * 4, factor = 2.0 * (2 - 1) / 2;  // all-reduce's 2(P-1)/P
+  const double line_s = bytes * factor / 1e9;                      // busbw 1 GB/s, alpha 0
+  ASSERT_NEAR(simulate(d, chunked, p).losses.comm_alone_s, line_s, 1e-12);
+  // The serial all-reduce (16,384 bytes) past a bend at 4,096 bytes: 4,096 at 1 GB/s and
+  // 12,288 at 0.25 GB/s.
+  p.network.allreduce.beyond_bytes = 4096;
+  p.network.allreduce.beyond_busbw_GBps = 0.25;
+  EXPECT_NEAR(simulate(d, chunked, p).losses.comm_alone_s, factor * (4096 / 1e9 + 12288 / 0.25e9), 1e-12);
+  // Continuous at the bend: a buffer of exactly beyond_bytes, or a bend past the buffer, is the line.
+  p.network.allreduce.beyond_bytes = bytes;
+  EXPECT_NEAR(simulate(d, chunked, p).losses.comm_alone_s, line_s, 1e-12);
+  // The chunked schedule posts pieces of 4,096 bytes: at the bend, none past it, so the line's
+  // makespan (117.8176 us by hand in the test above) whether or not a larger buffer bends.
+  p.network.allreduce.beyond_bytes = 4096;
+  EXPECT_NEAR(simulate(d, chunked, p).makespan_s, 117.8176e-6, 1e-9 * 117.8176e-6);
+  // A non-blocking line of its own bends by its own beyond rate; 0 there: one line.
+  p.network.allreduce.nonblocking_busbw_GBps = 1;
+  p.network.allreduce.beyond_bytes = 2048;  // each piece: 2,048 bytes at 1 GB/s, 2,048 beyond
+  EXPECT_NEAR(simulate(d, chunked, p).makespan_s, 117.8176e-6, 1e-9 * 117.8176e-6);
+  p.network.allreduce.nonblocking_beyond_busbw_GBps = 0.5;
+  // By the test above's reasoning: 100 + 1.4336 + 4 x (2.048 + 4.096) us.
+  EXPECT_NEAR(simulate(d, chunked, p).makespan_s, (100 + 1.4336 + 4 * (2.048 + 4.096)) * 1e-6, 1e-9 * 1e-4);
+  // Zero rates: the line for every size.
+  p.network.allreduce.beyond_busbw_GBps = 0;
+  EXPECT_NEAR(simulate(d, chunked, p).losses.comm_alone_s, line_s, 1e-12);
+  // The fields round-trip, and negatives are refused.
+  p.network.allreduce.beyond_busbw_GBps = 0.25;
+  const MachineProfile back = parse_profile(to_json(p), "round trip");
+  EXPECT_EQ(back.network.allreduce, p.network.allreduce);
+  p.network.allreduce.beyond_busbw_GBps = -1;
+  const Status bad = p.validate();
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("beyond_busbw_GBps"), std::string::npos) << bad.message();
+}
+
 TEST(Profile, RoundTripsAndRejectsWhatIsWrong) {
   MachineProfile p = test_profile();
   p.sources["network.bandwidth_GBps"] = "test";

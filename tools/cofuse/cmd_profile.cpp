@@ -41,7 +41,11 @@ void print_summary(std::ostream& o, const MachineProfile& p, const Measured& m, 
   auto coll = [&](const char* name, const CollectiveModel& c) {
     o << "  " << std::left << std::setw(15) << name << std::right << "alpha " << fixed(c.alpha_s * 1e6, 1)
       << " us, busbw " << fixed(c.busbw_GBps, 3) << " GB/s; non-blocking, polled: alpha "
-      << fixed(c.nonblocking_alpha_s * 1e6, 1) << " us, busbw " << fixed(c.nonblocking_busbw_GBps, 3) << " GB/s\n";
+      << fixed(c.nonblocking_alpha_s * 1e6, 1) << " us, busbw " << fixed(c.nonblocking_busbw_GBps, 3) << " GB/s";
+    if (c.beyond_bytes > 0)
+      o << "; beyond " << int64_t(c.beyond_bytes) << " B: busbw " << fixed(c.beyond_busbw_GBps, 3)
+        << " GB/s, polled " << fixed(c.nonblocking_beyond_busbw_GBps, 3) << " GB/s (0: the line's)";
+    o << "\n";
   };
   const GemmPoint& first = m.compute.grid.front();
   o << "cofuse profile  " << p.name << "\n"

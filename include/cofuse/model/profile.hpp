@@ -66,11 +66,21 @@ struct ComputeModel {
 /// that call, progressed by polling every SimOptions::poll_us, with the average wait to notice
 /// its completion (poll_us / 2) taken out of nonblocking_alpha_s because the simulator adds it.
 /// nonblocking_busbw_GBps = 0 means "as the blocking call" (datasheet profiles: NCCL has one).
+///
+/// A line bent once: the bytes of a buffer beyond beyond_bytes move at beyond_busbw_GBps
+/// (nonblocking_beyond_busbw_GBps for the non-blocking call), so time = alpha_s + factor ·
+/// (min(bytes, beyond_bytes) / busbw + (bytes - beyond_bytes)+ / beyond_busbw). Over shared
+/// memory a collective whose buffer outgrows the caches slows down: on an AMD EPYC Zen 3 VM,
+/// MPI_Allreduce of 2 MiB ran at 3.6 GB/s of bus bandwidth and of 4 MiB at 1.2-1.6.
+/// beyond_bytes = 0, or a beyond rate of 0, means one line for every size.
 struct CollectiveModel {
   double alpha_s = 0;
   double busbw_GBps = 0;
   double nonblocking_alpha_s = 0;
   double nonblocking_busbw_GBps = 0;
+  double beyond_bytes = 0;
+  double beyond_busbw_GBps = 0;
+  double nonblocking_beyond_busbw_GBps = 0;
   bool operator==(const CollectiveModel&) const = default;
 };
 

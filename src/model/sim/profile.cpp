@@ -87,6 +87,9 @@ void read_collective(const json* j, const std::string& origin, const std::string
   f.number("busbw_GBps", c.busbw_GBps);
   f.number("nonblocking_alpha_s", c.nonblocking_alpha_s);
   f.number("nonblocking_busbw_GBps", c.nonblocking_busbw_GBps);
+  f.number("beyond_bytes", c.beyond_bytes);
+  f.number("beyond_busbw_GBps", c.beyond_busbw_GBps);
+  f.number("nonblocking_beyond_busbw_GBps", c.nonblocking_beyond_busbw_GBps);
   f.done();
 }
 
@@ -96,6 +99,11 @@ json collective_json(const CollectiveModel& c) {
   if (c.nonblocking_busbw_GBps != 0 || c.nonblocking_alpha_s != 0) {
     j["nonblocking_alpha_s"] = c.nonblocking_alpha_s;
     j["nonblocking_busbw_GBps"] = c.nonblocking_busbw_GBps;
+  }
+  if (c.beyond_bytes != 0 || c.beyond_busbw_GBps != 0 || c.nonblocking_beyond_busbw_GBps != 0) {
+    j["beyond_bytes"] = c.beyond_bytes;
+    j["beyond_busbw_GBps"] = c.beyond_busbw_GBps;
+    j["nonblocking_beyond_busbw_GBps"] = c.nonblocking_beyond_busbw_GBps;
   }
   return j;
 }
@@ -162,6 +170,9 @@ Status MachineProfile::validate() const {
   for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
     if (c->busbw_GBps <= 0 || c->alpha_s < 0 || c->nonblocking_busbw_GBps < 0 || c->nonblocking_alpha_s < 0)
       return fail("every collective needs busbw_GBps > 0 and alpha_s, nonblocking_alpha_s, nonblocking_busbw_GBps >= 0");
+  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
+    if (!(c->beyond_bytes >= 0 && c->beyond_busbw_GBps >= 0 && c->nonblocking_beyond_busbw_GBps >= 0))
+      return fail("a collective's beyond_bytes, beyond_busbw_GBps and nonblocking_beyond_busbw_GBps must be >= 0");
   if (!(contention.gemm_rate_while_comm > 0 && contention.gemm_rate_while_comm <= 1) ||
       !(contention.comm_rate_while_gemm > 0 && contention.comm_rate_while_gemm <= 1))
     return fail("contention rates must be in (0, 1]");

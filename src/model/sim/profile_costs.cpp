@@ -132,8 +132,18 @@ double ProfileCosts::collective_latency_seconds(const Task& t) const {
 }
 
 double ProfileCosts::collective_bus_bytes(const Task& t) const {
+  // Bytes beyond beyond_bytes move at the slower beyond rate (profile.hpp): as bytes at the
+  // line's rate they count busbw / beyond_busbw times, so the rate stays one per collective
+  // and collectives that run at once still share it by the bytes they have left.
+  const CollectiveModel& m = model(t);
+  const bool nonblocking = uses_nonblocking(m, nonblocking_);
+  const double busbw = nonblocking ? m.nonblocking_busbw_GBps : m.busbw_GBps;
+  const double beyond = nonblocking ? m.nonblocking_beyond_busbw_GBps : m.beyond_busbw_GBps;
+  double bytes = double(t.bytes);
+  if (m.beyond_bytes > 0 && beyond > 0 && bytes > m.beyond_bytes)
+    bytes = m.beyond_bytes + (bytes - m.beyond_bytes) * busbw / beyond;
   // nccl-tests' bus factor: the bytes each rank's link must carry, relative to the whole data.
-  return double(t.bytes) * bus_factor(t.collective, ranks_);
+  return bytes * bus_factor(t.collective, ranks_);
 }
 
 double ProfileCosts::collective_bus_rate(const Task& t) const {

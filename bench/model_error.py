@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""The model's error against what a planner_eval.py run measured, re-predicted offline: by
+schedule family and in all, signed and absolute. Measurements stay; only the prediction changes,
+so two profiles (or two builds) are compared on the very same runs, side by side.
+
+  bench/model_error.py EVAL_DIR LINK [PROFILE ...] [--drop FIELD ...]
+
+EVAL_DIR/planner-LINK.jsonl holds the sweep (planner_eval.py's records); each PROFILE defaults to
+EVAL_DIR/calibrated-LINK-RANKS.json for the case's rank count. --drop FIELD removes a field from
+every collective of the calibrated profiles (e.g. --drop beyond_bytes: the line unbent), giving a
+second column beside the profile as measured. The predictions are uncorrected (`model_ms`, no
+tuning database), as planner_eval.py's "model" line.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from planner_eval import COFUSE, LAYERS, MORE, ROOT, medians_of, strip  # noqa: E402
+
+
+def family(schedule):
+    """overlap/fusion/algo, or serial/algo: the groups whose errors share a cause."""
+    p = dict(kv.split("=", 1) for kv in schedule.split(",") if "=" in kv)
+    if p.get("overlap") == "none":
+        return "serial/" + p.get("algo", "coll")
+    return "/".join([p.get("overlap", "?"), p.get("fusion", "unfused"), p.get("algo", "?")])
+
+
+def predictions(case, profile):
+    op, axis, m, n, k, ranks = case
+    out = subprocess.run([COFUSE, "plan", "--op", op, "--axis", axis, "--m", str(m), "--n", str(n), "--k", str(k),
+                          "--ranks", str(ranks), "--schedule", "auto", "--json", "--top", "1000", "--profile", profile],
+                         cwd=ROOT, check=True, capture_output=True, text=True,
+                         env=dict(os.environ, COFUSE_TUNING_DB="", COFUSE_CACHE_DIR=tempfile.gettempdir()))
+    return {strip(c["schedule"]): c["model_ms"] for c in json.loads(out.stdout)["candidates"]}
+
+
+def dropped(profile, fields, where):
+    doc = json.load(open(profile))
+    for c in ("allgather", "reduce_scatter", "allreduce"):
+        for f in fields:
+            doc["network"][c].pop(f, None)
+    with open(where, "w") as f:
+        json.dump(doc, f)
+    return where
+
+
+def main():
+    args, drop, i = [], [], 1
+    while i < len(sys.argv):
+        if sys.argv[i] == "--drop":
+            drop.append(sys.argv[i + 1])
+            i += 2
+        else:
+            args.append(sys.argv[i])
+            i += 1
+    out, link, given = args[0], args[1], args[2:]
+    records = os.path.join(out, f"planner-{link}.jsonl")
+    cases = [c for c in LAYERS + MORE if os.path.exists(records) and medians_of(records, c)]
+    columns = {"as measured": {}}
+    if drop:
+        columns["without " + ",".join(drop)] = {}
+    tmp = tempfile.mkdtemp()
+    errors = {name: {} for name in columns}  # name -> family -> [signed error]
+    for case in cases:
+        ranks = case[5]
+        profile = given[0] if given else os.path.join(out, f"calibrated-{link}-{ranks}.json")
+        profiles = {"as measured": profile}
+        if drop:
+            profiles["without " + ",".join(drop)] = dropped(profile, drop, os.path.join(tmp, f"p{ranks}.json"))
+        measured = {strip(s): t for s, t in medians_of(records, case).items()}
+        for name, p in profiles.items():
+            for schedule, ms in predictions(case, p).items():
+                if schedule in measured:
+                    errors[name].setdefault(family(schedule), []).append(ms / measured[schedule] - 1)
+    names = list(columns)
+    print(f"model error on {link} ({out}), median |error| (median signed) per family; runs")
+    print(f"| family | runs | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    families = sorted(errors[names[0]])
+    for fam in families + ["all"]:
+        cells = []
+        for name in names:
+            v = sum(errors[name].values(), []) if fam == "all" else errors[name].get(fam, [])
+            cells.append(f"{statistics.median(abs(e) for e in v) * 100:.1f}% ({statistics.median(v) * 100:+.1f}%)"
+                         if v else "-")
+        runs = len(sum(errors[names[0]].values(), [])) if fam == "all" else len(errors[names[0]].get(fam, []))
+        print(f"| {fam} | {runs} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
