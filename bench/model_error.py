@@ -7,8 +7,9 @@ so two profiles (or two builds) are compared on the very same runs, side by side
 
 EVAL_DIR/planner-LINK.jsonl holds the sweep (planner_eval.py's records); each PROFILE defaults to
 EVAL_DIR/calibrated-LINK-RANKS.json for the case's rank count. --drop FIELD removes a field from
-every collective of the calibrated profiles (e.g. --drop beyond_bytes: the line unbent), giving a
-second column beside the profile as measured. The predictions are uncorrected (`model_ms`, no
+every collective of the calibrated profiles (e.g. --drop beyond_bytes: the line unbent), or the
+field at a dotted path (--drop network.polled_alpha_s), giving a second column beside the profile
+as measured. The predictions are uncorrected (`model_ms`, no
 tuning database), as planner_eval.py's "model" line.
 """
 import json
@@ -40,10 +41,18 @@ def predictions(case, profile):
 
 
 def dropped(profile, fields, where):
+    """A dotted path (network.polled_alpha_s) is dropped where it is; a plain name from every collective."""
     doc = json.load(open(profile))
-    for c in ("allgather", "reduce_scatter", "allreduce"):
-        for f in fields:
-            doc["network"][c].pop(f, None)
+    for f in fields:
+        if "." in f:
+            *path, last = f.split(".")
+            node = doc
+            for key in path:
+                node = node.get(key, {})
+            node.pop(last, None)
+        else:
+            for c in ("allgather", "reduce_scatter", "allreduce"):
+                doc["network"][c].pop(f, None)
     with open(where, "w") as f:
         json.dump(doc, f)
     return where

@@ -189,6 +189,14 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
                       "), alone " + ms(mn.large_one_way_s) + " and in a train (the second of two back to back, what the "
                       "link sustains) " + ms(mn.large_one_way_train_s) + ", bytes / the slower, " +
                       ms(link_seconds(mn, net.topology)) + ", " + net_passes);
+  // What polling adds to a piece's message beyond the notice (poll_us / 2) the simulator charges.
+  net.polled_alpha_s =
+      std::max(0.0, mn.polled_one_way_polled_s - mn.polled_one_way_s - 0.5e-6 * mn.poll_us);
+  s["network.polled_alpha_s"] = src.measured(
+      std::to_string(int64_t(mn.polled_bytes)) + " bytes from rank 0 to 1 (an 8-byte reply ends it), MPI_Isend and "
+      "MPI_Irecv tested every " + std::to_string(mn.poll_us) + " us asleep in between (as cofuse's progress thread) " +
+      ms(mn.polled_one_way_polled_s) + ", less the same by MPI_Send and MPI_Recv " + ms(mn.polled_one_way_s) +
+      " and poll_us/2, which the simulator adds, clamped at >= 0; " + net_passes);
   if (two_level) {
     const int R = mn.ranks_per_host;
     net.ranks_per_node = R;

@@ -161,6 +161,9 @@ struct NetworkResult {
   double large_exchange_fastest_s = 0;              // its fastest sample (exchange_s says why); 0: not measured
   double large_one_way_s = 0;                       // rank 0 to rank 1 alone (an 8-byte reply ends it)
   double large_one_way_train_s = 0;  // the same primed (Timed::primed): the second of two back to back
+  double polled_bytes = 0;             // a piece-sized message, one way (rank 0 to 1):
+  double polled_one_way_s = 0;         // blocking (MPI_Send, MPI_Recv)
+  double polled_one_way_polled_s = 0;  // both ends non-blocking, tested every poll_us asleep in between
   double large_two_pairs_s = 0;  // 0 to 1 and 2 to 3 at once, one way each; four ranks or more on one level, else 0
   CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
   // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test
@@ -180,7 +183,8 @@ struct NetworkResult {
   double inter_exchange_one_s = 0;  // rank 0 alone exchanges large_bytes with rank ranks_per_host
 };
 
-/// A small ping-pong, a large exchange and the same message one way (ranks 0 and 1) and the
+/// A small ping-pong, a large exchange and the same message one way (ranks 0 and 1), a piece's
+/// message one way blocking and polled, and the
 /// three collectives, blocking and non-blocking polled every poll_us, interleaved.
 /// ranks_per_host > 1 with at least two hosts of that many ranks (numbered host by host): the
 /// link between hosts too (inter_*).

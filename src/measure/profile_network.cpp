@@ -98,6 +98,21 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
     }
   };
   auto one_way = [&](int bytes) { one_way_between(bytes, 0, 1); };
+  // The same, both ends non-blocking and tested every poll_us, asleep in between, as cofuse's
+  // progress thread drives a message.
+  auto one_way_polled = [&, comm, rank, poll_us](int bytes) {
+    if (rank > 1) return;
+    MPI_Request request;
+    if (rank == 0)
+      detail::mpi_check(MPI_Isend(message.data(), bytes, MPI_BYTE, 1, 7, comm, &request), "MPI_Isend");
+    else
+      detail::mpi_check(MPI_Irecv(incoming.data(), bytes, MPI_BYTE, 0, 7, comm, &request), "MPI_Irecv");
+    wait_polled(1, &request, std::chrono::microseconds(poll_us));
+    if (rank == 0)
+      detail::mpi_check(MPI_Recv(incoming.data(), 8, MPI_BYTE, 1, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    else
+      detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, 0, 5, comm), "MPI_Send");
+  };
   auto ping_pong_with = [&, comm, rank](int bytes, int other) {
     if (rank == 0) {
       detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, other, 3, comm), "MPI_Send");
@@ -166,11 +181,17 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // against 0.29 cold), and the model's collectives then read 20% slower than the chunked
   // schedules ran (26% median error over 209 runs, against 12% from cold fits of the same hour).
   const std::string mib = std::to_string(int(r.large_bytes) >> 20) + " MiB";
+  // A piece's message, as schedules post them (64 KiB to 2 MiB over shared memory), one way
+  // blocking and polled: what a progress thread's polling adds (NetworkModel::polled_alpha_s).
+  r.polled_bytes = 512 << 10;
+  const std::string kib = std::to_string(int(r.polled_bytes) >> 10) + " KiB";
   std::vector<Timed> timed = {
       {"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3, not_of_the_pair},
       {"exchange " + mib, [&] { exchange(int(r.large_bytes)); }, 0, not_of_the_pair},
       {"one way " + mib, [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair},
-      {"one way " + mib + " in a train", [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair, /*primed=*/true}};
+      {"one way " + mib + " in a train", [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair, /*primed=*/true},
+      {"one way " + kib, [&] { one_way(int(r.polled_bytes)); }, 0, not_of_the_pair},
+      {"one way " + kib + " polled", [&] { one_way_polled(int(r.polled_bytes)); }, 0, not_of_the_pair}};
   for (CollectiveKind kind : kinds)
     for (int elements : sizes) {
       const std::string bytes = " " + std::to_string(elements * 4) + " B";
@@ -220,11 +241,13 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   r.large_exchange_fastest_s = sampled[1].fastest;
   r.large_one_way_s = s[2];
   r.large_one_way_train_s = s[3];
+  r.polled_one_way_s = s[4];
+  r.polled_one_way_polled_s = s[5];
   CollectiveFit* fits[3] = {&r.allgather, &r.reduce_scatter, &r.allreduce};
   CollectiveFit* nb_fits[3] = {&r.allgather_nb, &r.reduce_scatter_nb, &r.allreduce_nb};
   double large_calls_s = 0;  // one pass of the six 2 MiB calls
   for (int i = 0; i < 3; ++i) {
-    const double* t = &s[4 + 4 * i];  // blocking small, polled small, blocking large, polled large
+    const double* t = &s[6 + 4 * i];  // blocking small, polled small, blocking large, polled large
     *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[0], 4.0 * sizes[1], t[2]);
     *nb_fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[1], 4.0 * sizes[1], t[3]);
     large_calls_s += t[2] + t[3];

@@ -417,6 +417,30 @@ TEST(Simulator, ACompletionIsNoticedWhenARunningGemmEnds) {
   EXPECT_NEAR(simulate(quick, ring, round_profile(1), slow_poll).makespan_s, 2275 * us, 1e-9);
 }
 
+// network.polled_alpha_s: what a progress thread's polling adds to each point-to-point message
+// of a polled schedule, and to nothing else. The quick case of the test above (nothing wakes the
+// thread, poll_us 2000) with 100 us of it: piece 0 flows 120-220 and is noticed at 1220, piece 1
+// is posted then and flows 1340-1440, noticed at 2440; the peer's last piece ends at 2475, not
+// 2275. A fused schedule (no progress thread) and the serial baseline do not pay it.
+TEST(Simulator, PolledMessagesPayThePolledLatency) {
+  const OpDesc quick{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
+  const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
+  const Schedule fused = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=fused,engine=inline,algo=ring");
+  SimOptions slow_poll;
+  slow_poll.poll_us = 2000;
+  MachineProfile p = round_profile(1);
+  const double fused_before = simulate(quick, fused, p, slow_poll).makespan_s;
+  const double serial_before = simulate(quick, ring, p, slow_poll).losses.serial_s;
+  p.network.polled_alpha_s = 100e-6;
+  const SimResult r = simulate(quick, ring, p, slow_poll);
+  EXPECT_NEAR(r.makespan_s, 2475e-6, 1e-9);
+  EXPECT_NEAR(simulate(quick, fused, p, slow_poll).makespan_s, fused_before, 1e-12);
+  EXPECT_NEAR(r.losses.serial_s, serial_before, 1e-12);
+  EXPECT_EQ(parse_profile(to_json(p), "round trip").network.polled_alpha_s, 100e-6);
+  p.network.polled_alpha_s = -1e-6;
+  EXPECT_FALSE(p.validate().ok());
+}
+
 // Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the
 // profile's own speed and latency for it, the non-blocking one's only when the profile has it.
 TEST(Simulator, OverlappedSchedulesUseTheNonBlockingCollectiveModel) {

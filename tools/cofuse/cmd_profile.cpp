@@ -56,7 +56,8 @@ void print_summary(std::ostream& o, const MachineProfile& p, const Measured& m, 
     << fixed(p.compute.launch_s * 1e6, 2) << " us\n"
     << "  link           " << n.topology << ", alpha " << fixed(n.alpha_s * 1e6, 2) << " us, bandwidth "
     << fixed(n.bandwidth_GBps, 3) << " GB/s (" << fixed(n.bandwidth_GBps * 8, 2) << " Gbit/s)"
-    << (n.topology == "two_level" ? " inside a host of " + std::to_string(n.ranks_per_node) + " ranks" : std::string()) << "\n";
+    << (n.topology == "two_level" ? " inside a host of " + std::to_string(n.ranks_per_node) + " ranks" : std::string())
+    << "; a message polled by a progress thread +" << fixed(n.polled_alpha_s * 1e6, 1) << " us\n";
   if (n.topology == "two_level")
     o << "  between hosts  alpha " << fixed(n.inter_alpha_s * 1e6, 2) << " us, bandwidth " << fixed(n.inter_bandwidth_GBps, 3)
       << " GB/s (" << fixed(n.inter_bandwidth_GBps * 8, 2) << " Gbit/s) "
