@@ -3,12 +3,12 @@
 schedule family and in all, signed and absolute. Measurements stay; only the prediction changes,
 so two profiles (or two builds) are compared on the very same runs, side by side.
 
-  bench/model_error.py EVAL_DIR LINK [PROFILE ...] [--drop FIELD ...]
+  bench/model_error.py EVAL_DIR LINK [PROFILE] [--drop FIELD ...]
 
-EVAL_DIR/planner-LINK.jsonl holds the sweep (planner_eval.py's records); each PROFILE defaults to
+EVAL_DIR/planner-LINK.jsonl holds the sweep (planner_eval.py's records); PROFILE defaults to
 EVAL_DIR/calibrated-LINK-RANKS.json for the case's rank count. --drop FIELD removes a field from
 every collective of the calibrated profiles (e.g. --drop beyond_bytes: the line unbent), or the
-field at a dotted path (--drop network.polled_alpha_s), giving a second column beside the profile
+field at a dotted path (--drop network.polled_wait_polls), giving a second column beside the profile
 as measured. The predictions are uncorrected (`model_ms`, no
 tuning database), as planner_eval.py's "model" line.
 """
@@ -41,7 +41,7 @@ def predictions(case, profile):
 
 
 def dropped(profile, fields, where):
-    """A dotted path (network.polled_alpha_s) is dropped where it is; a plain name from every collective."""
+    """A dotted path (network.polled_wait_polls) is dropped where it is; a plain name from every collective."""
     doc = json.load(open(profile))
     for f in fields:
         if "." in f:
@@ -68,6 +68,8 @@ def main():
             args.append(sys.argv[i])
             i += 1
     out, link, given = args[0], args[1], args[2:]
+    if len(given) > 1:
+        raise SystemExit("one PROFILE at most (it stands for every case's rank count)")
     records = os.path.join(out, f"planner-{link}.jsonl")
     cases = [c for c in LAYERS + MORE if os.path.exists(records) and medians_of(records, c)]
     columns = {"as measured": {}}

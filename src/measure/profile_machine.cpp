@@ -189,14 +189,16 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
                       "), alone " + ms(mn.large_one_way_s) + " and in a train (the second of two back to back, what the "
                       "link sustains) " + ms(mn.large_one_way_train_s) + ", bytes / the slower, " +
                       ms(link_seconds(mn, net.topology)) + ", " + net_passes);
-  // What polling adds to a piece's message beyond the notice (poll_us / 2) the simulator charges.
-  net.polled_alpha_s =
-      std::max(0.0, mn.polled_one_way_polled_s - mn.polled_one_way_s - 0.5e-6 * mn.poll_us);
-  s["network.polled_alpha_s"] = src.measured(
+  // What polling adds to a piece's message beyond the notice (poll_us / 2) the simulator charges,
+  // in poll intervals: the hand-shake waits for polls (none measured where polling spins).
+  const double poll_s = 1e-6 * mn.poll_us;
+  net.polled_wait_polls =
+      poll_s > 0 ? std::max(0.0, (mn.polled_one_way_polled_s - mn.polled_one_way_s) / poll_s - 0.5) : 0.0;
+  s["network.polled_wait_polls"] = src.measured(
       std::to_string(int64_t(mn.polled_bytes)) + " bytes from rank 0 to 1 (an 8-byte reply ends it), MPI_Isend and "
       "MPI_Irecv tested every " + std::to_string(mn.poll_us) + " us asleep in between (as cofuse's progress thread) " +
       ms(mn.polled_one_way_polled_s) + ", less the same by MPI_Send and MPI_Recv " + ms(mn.polled_one_way_s) +
-      " and poll_us/2, which the simulator adds, clamped at >= 0; " + net_passes);
+      ", in poll intervals, less the half interval the simulator adds as the notice, clamped at >= 0; " + net_passes);
   if (two_level) {
     const int R = mn.ranks_per_host;
     net.ranks_per_node = R;
@@ -232,10 +234,10 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   auto beyond = [&](const CollectiveFit& f) -> std::string {
     if (f.beyond_bytes <= 0)
       return mn.beyond_timed ? std::string()
-                             : "; not timed beyond: brief calibration estimated a pass at 8 MiB above " +
+                             : "; not timed beyond: brief calibration estimated 8 MiB's passes above " +
                                    ms(mn.beyond_budget_s) + ", so one line for every size";
     return "; at " + std::to_string(int64_t(f.beyond_bytes)) + " bytes " + ms(f.beyond_s) +
-           (f.bent ? ", more than 10% slower than the line: beyond " + std::to_string(int64_t(f.large_bytes)) +
+           (f.bent ? ", more than 10% off the line: beyond " + std::to_string(int64_t(f.large_bytes)) +
                          " bytes the bus bandwidth that meets it"
                    : ", within 10% of the line: one line for every size");
   };
@@ -277,7 +279,7 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     s["network." + key + ".nonblocking_beyond_busbw_GBps"] =
         f.bent ? src.measured(how) : "fixed: 0, one line for every size (see nonblocking_busbw_GBps)";
     s["network." + key + ".beyond_bytes"] =
-        out.beyond_bytes > 0 ? "fixed: the larger of the two sizes of the line, where a third size ran slower than it"
+        out.beyond_bytes > 0 ? "fixed: the larger of the two sizes of the line, where a third size ran more than 10% off it"
                              : "fixed: 0, one line for every size";
   };
   // The factor in words, as written into each source line.

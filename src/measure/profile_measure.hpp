@@ -141,8 +141,8 @@ double bus_factor(CollectiveKind kind, int ranks);
 
 /// A collective timed at two sizes (bytes of the whole gathered or reduced buffer, f32 sum)
 /// and fitted to time = alpha + bytes * factor / (busbw * 1e9); the raw times are kept.
-/// Where a third, larger size was timed (beyond_bytes > 0) and ran slower than the line by more
-/// than noise, the line bends at large_bytes (CollectiveModel::beyond_bytes) to pass through it.
+/// Where a third, larger size was timed (beyond_bytes > 0) and ran more than 10% off the line,
+/// the line bends at large_bytes (CollectiveModel::beyond_bytes) to pass through it.
 struct CollectiveFit {
   CollectiveModel model;
   double small_bytes = 0, small_s = 0, large_bytes = 0, large_s = 0;
@@ -152,7 +152,7 @@ struct CollectiveFit {
 };
 
 /// Bends `f`'s line at f.large_bytes when `seconds` at `bytes` (> f.large_bytes) is more than
-/// `margin` slower than the line predicts; records the third point either way.
+/// `margin` off what the line predicts, slower or faster; records the third point either way.
 void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, double margin = 0.1);
 
 struct NetworkResult {
@@ -172,7 +172,7 @@ struct NetworkResult {
   int poll_us = 0;
   int passes = 0;
   // Whether the collectives were timed at 8 MiB too (CollectiveFit::beyond_*): always, unless
-  // brief calibration estimated that a pass of them would take more than beyond_budget_s.
+  // brief calibration estimated that timing them would take more than beyond_budget_s.
   bool beyond_timed = false;
   double beyond_budget_s = 0;
   // Two hosts or more of ranks_per_host ranks each (0: one host, or not regular): the link

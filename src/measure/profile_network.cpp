@@ -4,6 +4,7 @@
 // non-blocking point-to-point task.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "core/exec_model/times.hpp"
@@ -49,7 +50,11 @@ void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, 
   const auto line = [&](double b) { return f.model.alpha_s + b * factor / (f.model.busbw_GBps * 1e9); };
   // Continuous at large_bytes: the bent part starts where the line ends, not at the measured
   // large_s (they differ where alpha was clamped at 0).
-  if (!(bytes > f.large_bytes) || !(seconds > (1 + margin) * line(bytes))) return;
+  // Either way: slower past the caches or a shaped link's burst, faster where a latency the
+  // two smaller sizes could not separate weighed on them.
+  // (A third size no slower than the line's end at the second is noise: no rate meets it.)
+  if (!(bytes > f.large_bytes) || !(seconds > line(f.large_bytes)) || std::fabs(seconds / line(bytes) - 1) <= margin)
+    return;
   f.bent = true;
   f.model.beyond_bytes = f.large_bytes;
   f.model.beyond_busbw_GBps = factor * (bytes - f.large_bytes) / (seconds - line(f.large_bytes)) * 1e-9;
@@ -182,7 +187,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // schedules ran (26% median error over 209 runs, against 12% from cold fits of the same hour).
   const std::string mib = std::to_string(int(r.large_bytes) >> 20) + " MiB";
   // A piece's message, as schedules post them (64 KiB to 2 MiB over shared memory), one way
-  // blocking and polled: what a progress thread's polling adds (NetworkModel::polled_alpha_s).
+  // blocking and polled: what a progress thread's polling adds (NetworkModel::polled_wait_polls).
   r.polled_bytes = 512 << 10;
   const std::string kib = std::to_string(int(r.polled_bytes) >> 10) + " KiB";
   std::vector<Timed> timed = {
@@ -258,10 +263,11 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // 1.2-1.6 at 4 MiB; Reduce_scatter's 2 MiB line put 8 MiB at 2.5 ms, measured 5.6-7.7), and a
   // shaped link's burst flatters the smaller size. Schedules post buffers of either side, so the
   // line bends once at 2 MiB to pass through 8 MiB. Brief calibration times 8 MiB only where it
-  // is cheap (an estimated pass of it at most beyond_budget_s), which every rank decides alike:
-  // the medians are the slowest rank's.
-  r.beyond_budget_s = 0.3;
-  r.beyond_timed = !effort.brief() || 4.0 * large_calls_s * r.passes <= r.beyond_budget_s;
+  // is cheap (estimated at most beyond_budget_s), which every rank decides alike: the medians
+  // are the slowest rank's.
+  // Estimated as 4 times the 2 MiB calls, every pass and the warm-up.
+  r.beyond_budget_s = 0.4;
+  r.beyond_timed = !effort.brief() || 4.0 * large_calls_s * (r.passes + 1) <= r.beyond_budget_s;
   if (r.beyond_timed) {
     std::vector<Timed> far;
     for (CollectiveKind kind : kinds) {

@@ -20,7 +20,7 @@ namespace cofuse::measure {
 // a switch too (a /4 file holds a shaped link's burst, 10% fast, or the exchange's median, half).
 // /6, 2026-12-06: a collective's line bends at 2 MiB where 8 MiB ran slower than it (a /5 file
 // has one line, through 256 KiB and 2 MiB, that puts 8 MiB over shared memory at half its time),
-// and a polled message's latency (network.polled_alpha_s) is measured.
+// and a polled message's latency (network.polled_wait_polls) is measured.
 inline constexpr const char* kCalibrationSchema = "cofuse.calibration/6";
 inline constexpr const char* kComputeTableSchema = "cofuse.compute-table/1";
 /// A calibration older than this is measured again: machines change (a BIOS setting, a driver,

@@ -366,9 +366,9 @@ TEST(DetectTopology, TheExchangesFastestSampleStandsForTheLink) {
   EXPECT_EQ(measure::detect_topology(r), "switch");
 }
 
-// The third size bends the line only when it ran slower than the line by more than noise, and
+// The third size bends the line only when it ran more than 10% off it, slower or faster, and
 // then the bent part starts where the line ends at the larger size and meets the third point.
-TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanSlower) {
+TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanOffIt) {
   measure::CollectiveFit f;
   f.large_bytes = 2 << 20;
   f.large_s = 1e-3;
@@ -378,8 +378,10 @@ TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanSlower) {
   measure::CollectiveFit within = f;
   measure::bend_beyond(within, factor, 8 << 20, 1.05 * line_8);
   EXPECT_FALSE(within.bent);
+  measure::bend_beyond(within, factor, 8 << 20, 0.95 * line_8);
+  EXPECT_FALSE(within.bent);
   EXPECT_EQ(within.model.beyond_bytes, 0);
-  EXPECT_EQ(within.beyond_s, 1.05 * line_8);  // recorded either way
+  EXPECT_EQ(within.beyond_s, 0.95 * line_8);  // recorded either way
   measure::CollectiveFit slower = f;
   measure::bend_beyond(slower, factor, 8 << 20, 3 * line_8);
   ASSERT_TRUE(slower.bent);
@@ -389,6 +391,16 @@ TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanSlower) {
       at_2 + ((8 << 20) - (2 << 20)) * factor / (slower.model.beyond_busbw_GBps * 1e9);
   EXPECT_NEAR(through_8, 3 * line_8, 1e-12);
   EXPECT_LT(slower.model.beyond_busbw_GBps, 2.0);
+  // Faster than the line (a latency the two smaller sizes could not separate): bent too.
+  measure::CollectiveFit faster = f;
+  measure::bend_beyond(faster, factor, 8 << 20, 0.5 * line_8);
+  ASSERT_TRUE(faster.bent);
+  EXPECT_NEAR(at_2 + ((8 << 20) - (2 << 20)) * factor / (faster.model.beyond_busbw_GBps * 1e9), 0.5 * line_8, 1e-12);
+  EXPECT_GT(faster.model.beyond_busbw_GBps, 2.0);
+  // No faster than the line's end at 2 MiB: noise, no rate meets it.
+  measure::CollectiveFit noise = f;
+  measure::bend_beyond(noise, factor, 8 << 20, 0.9 * at_2);
+  EXPECT_FALSE(noise.bent);
   // A third size that is not larger bends nothing.
   measure::CollectiveFit smaller = f;
   measure::bend_beyond(smaller, factor, 1 << 20, 1.0);

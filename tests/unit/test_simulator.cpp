@@ -417,9 +417,9 @@ TEST(Simulator, ACompletionIsNoticedWhenARunningGemmEnds) {
   EXPECT_NEAR(simulate(quick, ring, round_profile(1), slow_poll).makespan_s, 2275 * us, 1e-9);
 }
 
-// network.polled_alpha_s: what a progress thread's polling adds to each point-to-point message
-// of a polled schedule, and to nothing else. The quick case of the test above (nothing wakes the
-// thread, poll_us 2000) with 100 us of it: piece 0 flows 120-220 and is noticed at 1220, piece 1
+// network.polled_wait_polls: what a progress thread's polling adds to each point-to-point message
+// of a polled schedule, in poll intervals, and to nothing else. The quick case of the test above
+// (nothing wakes the thread, poll_us 2000) with 0.05 polls of it (100 us): piece 0 flows 120-220 and is noticed at 1220, piece 1
 // is posted then and flows 1340-1440, noticed at 2440; the peer's last piece ends at 2475, not
 // 2275. A fused schedule (no progress thread) and the serial baseline do not pay it.
 TEST(Simulator, PolledMessagesPayThePolledLatency) {
@@ -431,13 +431,19 @@ TEST(Simulator, PolledMessagesPayThePolledLatency) {
   MachineProfile p = round_profile(1);
   const double fused_before = simulate(quick, fused, p, slow_poll).makespan_s;
   const double serial_before = simulate(quick, ring, p, slow_poll).losses.serial_s;
-  p.network.polled_alpha_s = 100e-6;
+  p.network.polled_wait_polls = 0.05;  // of poll_us 2000: 100 us
   const SimResult r = simulate(quick, ring, p, slow_poll);
   EXPECT_NEAR(r.makespan_s, 2475e-6, 1e-9);
   EXPECT_NEAR(simulate(quick, fused, p, slow_poll).makespan_s, fused_before, 1e-12);
   EXPECT_NEAR(r.losses.serial_s, serial_before, 1e-12);
-  EXPECT_EQ(parse_profile(to_json(p), "round trip").network.polled_alpha_s, 100e-6);
-  p.network.polled_alpha_s = -1e-6;
+  // Polling that spins (poll_us 0) waits for no poll: the notice and this wait are both gone.
+  SimOptions spin;
+  spin.poll_us = 0;
+  MachineProfile none = p;
+  none.network.polled_wait_polls = 0;
+  EXPECT_NEAR(simulate(quick, ring, p, spin).makespan_s, simulate(quick, ring, none, spin).makespan_s, 1e-12);
+  EXPECT_EQ(parse_profile(to_json(p), "round trip").network.polled_wait_polls, 0.05);
+  p.network.polled_wait_polls = -0.01;
   EXPECT_FALSE(p.validate().ok());
 }
 
@@ -507,6 +513,9 @@ TEST(Simulator, ACollectiveBeyondItsBendTakesTheSlowerRate) {
   p.network.allreduce.beyond_busbw_GBps = 0.25;
   const MachineProfile back = parse_profile(to_json(p), "round trip");
   EXPECT_EQ(back.network.allreduce, p.network.allreduce);
+  MachineProfile unbent_nonblocking = p;
+  unbent_nonblocking.network.allreduce.nonblocking_busbw_GBps = 0;  // "as the blocking call": nothing to bend
+  EXPECT_FALSE(unbent_nonblocking.validate().ok());
   p.network.allreduce.beyond_busbw_GBps = -1;
   const Status bad = p.validate();
   EXPECT_FALSE(bad.ok());

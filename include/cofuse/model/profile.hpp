@@ -72,7 +72,10 @@ struct ComputeModel {
 /// (min(bytes, beyond_bytes) / busbw + (bytes - beyond_bytes)+ / beyond_busbw). Over shared
 /// memory a collective whose buffer outgrows the caches slows down: on an AMD EPYC Zen 3 VM,
 /// MPI_Allreduce of 2 MiB ran at 3.6 GB/s of bus bandwidth and of 4 MiB at 1.2-1.6.
-/// beyond_bytes = 0, or a beyond rate of 0, means one line for every size.
+/// beyond_bytes = 0, or a beyond rate of 0, means one line for every size (for the non-blocking
+/// call too: unlike nonblocking_busbw_GBps, 0 is not "as the blocking call"). The calibration
+/// bends a line where 8 MiB ran more than 10% off it, slower (past the caches, past a shaped
+/// link's burst) or faster.
 struct CollectiveModel {
   double alpha_s = 0;
   double busbw_GBps = 0;
@@ -108,13 +111,15 @@ struct NetworkModel {
   /// field) = one per rank (a GPU server's rail-optimised NICs). 1: the node's ranks share one
   /// link (bench/netlab --hosts).
   int64_t nics_per_node = 0;
-  /// The latency a point-to-point message adds when a progress thread polls both its ends every
-  /// SimOptions::poll_us (unfused schedules on a CPU driver), beyond alpha_s and the wait to
-  /// notice its completion that the simulator charges itself: a large message's hand-shake
-  /// (the receiver matches, the sender then moves the data) waits for the peers' polls. Over
-  /// shared memory on an AMD EPYC Zen 3 VM, 512 KiB one way took 0.06 ms blocking and 0.64 ms
-  /// polled every 200 us. 0 (the default, datasheet profiles): none.
-  double polled_alpha_s = 0;
+  /// What a point-to-point message waits, in poll intervals, when a progress thread polls both
+  /// its ends every SimOptions::poll_us (unfused schedules on a CPU driver), beyond alpha_s and
+  /// the wait to notice its completion that the simulator charges itself: a large message's
+  /// hand-shake (the receiver matches, the sender then moves the data) waits for the peers'
+  /// polls, so the wait scales with the interval (none when polling spins, poll_us 0). Over
+  /// shared memory on an AMD EPYC Zen 3 VM, 512 KiB one way took 0.06 ms blocking and
+  /// 0.57-0.59 ms polled every 200 us: about 2 polls. Charged to every message alike (one
+  /// measured size, one host pair). 0 (the default, datasheet profiles): none.
+  double polled_wait_polls = 0;
   bool operator==(const NetworkModel&) const = default;
 };
 

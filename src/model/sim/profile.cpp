@@ -162,7 +162,8 @@ Status MachineProfile::validate() const {
   if (n.topology != "switch" && n.topology != "shared" && n.topology != "shared_duplex" && n.topology != "two_level")
     return fail("network.topology " + in_quotes(n.topology) + " is not switch, shared, shared_duplex or two_level");
   if (n.bandwidth_GBps <= 0) return fail("network.bandwidth_GBps must be > 0");
-  if (n.alpha_s < 0 || n.inter_alpha_s < 0 || n.polled_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
+  if (n.alpha_s < 0 || n.inter_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
+  if (!(n.polled_wait_polls >= 0)) return fail("network.polled_wait_polls must be >= 0");
   if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
     return fail("two_level needs network.ranks_per_node >= 1 and network.inter_bandwidth_GBps > 0");
   if (n.nics_per_node < 0 || (n.nics_per_node > 0 && (n.ranks_per_node < 1 || n.ranks_per_node % n.nics_per_node != 0)))
@@ -173,6 +174,9 @@ Status MachineProfile::validate() const {
   for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
     if (!(c->beyond_bytes >= 0 && c->beyond_busbw_GBps >= 0 && c->nonblocking_beyond_busbw_GBps >= 0))
       return fail("a collective's beyond_bytes, beyond_busbw_GBps and nonblocking_beyond_busbw_GBps must be >= 0");
+  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
+    if (c->nonblocking_beyond_busbw_GBps > 0 && c->nonblocking_busbw_GBps <= 0)
+      return fail("a collective's nonblocking_beyond_busbw_GBps bends the non-blocking line: it needs nonblocking_busbw_GBps > 0");
   if (!(contention.gemm_rate_while_comm > 0 && contention.gemm_rate_while_comm <= 1) ||
       !(contention.comm_rate_while_gemm > 0 && contention.comm_rate_while_gemm <= 1))
     return fail("contention rates must be in (0, 1]");
@@ -238,7 +242,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       Fields f(*n, origin, "network");
       f.text("topology", p.network.topology);
       f.number("alpha_s", p.network.alpha_s);
-      f.number("polled_alpha_s", p.network.polled_alpha_s);
+      f.number("polled_wait_polls", p.network.polled_wait_polls);
       f.number("bandwidth_GBps", p.network.bandwidth_GBps, true);
       f.integer("ranks_per_node", p.network.ranks_per_node);
       f.number("inter_alpha_s", p.network.inter_alpha_s);
@@ -299,7 +303,7 @@ std::string to_json(const MachineProfile& p) {
                     {"copy_engines", p.network.copy_engines}, {"allgather", collective_json(p.network.allgather)},
                     {"reduce_scatter", collective_json(p.network.reduce_scatter)},
                     {"allreduce", collective_json(p.network.allreduce)}};
-  if (p.network.polled_alpha_s != 0) doc["network"]["polled_alpha_s"] = p.network.polled_alpha_s;
+  if (p.network.polled_wait_polls != 0) doc["network"]["polled_wait_polls"] = p.network.polled_wait_polls;
   doc["contention"] = {{"gemm_rate_while_comm", p.contention.gemm_rate_while_comm},
                        {"comm_rate_while_gemm", p.contention.comm_rate_while_gemm}};
   doc["sources"] = sources;

@@ -19,7 +19,7 @@ ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& opti
       fused_(fused),
       nonblocking_(nonblocking),
       notice_s_(polled ? 0.5e-6 * options.poll_us : 0.0),
-      polled_alpha_s_(polled ? profile.network.polled_alpha_s : 0.0) {
+      polled_wait_s_(polled ? 1e-6 * options.poll_us * profile.network.polled_wait_polls : 0.0) {
   throw_if_error(profile.validate());
   if (options.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "simulator: tile_rows must be >= 1");
   const NetworkModel& n = profile.network;
@@ -64,7 +64,7 @@ bool ProfileCosts::same_node(int a, int b) const {
 
 double ProfileCosts::latency_seconds(int from, int to) const {
   const NetworkModel& n = profile_.network;
-  return profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s) + polled_alpha_s_;
+  return profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s) + polled_wait_s_;
 }
 
 void ProfileCosts::links(int from, int to, std::vector<int>& out) const {

@@ -47,7 +47,7 @@ class ProfileCosts : public CostModel {
   bool fused_;
   bool nonblocking_;
   double notice_s_;  // how late, on average, a completion is noticed with no compute task ending
-  double polled_alpha_s_;  // network.polled_alpha_s where a progress thread polls, else 0
+  double polled_wait_s_;  // network.polled_wait_polls poll intervals where a progress thread polls, else 0
   // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "shared_duplex":
   // [0] out, [1] in, for every rank; "two_level": the
   // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in, of which NIC j of node h is
