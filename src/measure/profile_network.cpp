@@ -49,10 +49,10 @@ void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, 
   f.beyond_s = seconds;
   const auto line = [&](double b) { return f.model.alpha_s + b * factor / (f.model.busbw_GBps * 1e9); };
   // Continuous at large_bytes: the bent part starts where the line ends, not at the measured
-  // large_s (they differ where alpha was clamped at 0).
-  // Either way: slower past the caches or a shaped link's burst, faster where a latency the
-  // two smaller sizes could not separate weighed on them.
-  // (A third size no slower than the line's end at the second is noise: no rate meets it.)
+  // large_s (they differ where alpha was clamped at 0). Either way off the line: slower past the
+  // caches or a shaped link's burst, faster where a latency the two smaller sizes could not
+  // separate weighed on them. A third size no slower than the line's end at the second is
+  // noise: no rate meets it.
   if (!(bytes > f.large_bytes) || !(seconds > line(f.large_bytes)) || std::fabs(seconds / line(bytes) - 1) <= margin)
     return;
   f.bent = true;
@@ -92,32 +92,29 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   };
   auto exchange = [&, rank](int bytes) { exchange_with(bytes, rank < 2 ? 1 - rank : -1); };
   // One direction alone: the receiver answers with 8 bytes once all has arrived, so the time is
-  // the transfer plus one small latency.
-  auto one_way_between = [&, comm, rank](int bytes, int from, int to) {
-    if (rank == from) {
-      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, to, 5, comm), "MPI_Send");
-      detail::mpi_check(MPI_Recv(incoming.data(), 8, MPI_BYTE, to, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-    } else if (rank == to) {
-      detail::mpi_check(MPI_Recv(incoming.data(), bytes, MPI_BYTE, from, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-      detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, from, 5, comm), "MPI_Send");
+  // the transfer plus one small latency. polled: both ends non-blocking and tested every
+  // poll_us, asleep in between, as cofuse's progress thread drives a message.
+  auto one_way_between = [&, comm, rank, poll_us](int bytes, int from, int to, bool polled = false) {
+    if (rank != from && rank != to) return;
+    const int peer = rank == from ? to : from;
+    if (polled) {
+      MPI_Request request;
+      if (rank == from)
+        detail::mpi_check(MPI_Isend(message.data(), bytes, MPI_BYTE, peer, 5, comm, &request), "MPI_Isend");
+      else
+        detail::mpi_check(MPI_Irecv(incoming.data(), bytes, MPI_BYTE, peer, 5, comm, &request), "MPI_Irecv");
+      wait_polled(1, &request, std::chrono::microseconds(poll_us));
+    } else if (rank == from) {
+      detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, peer, 5, comm), "MPI_Send");
+    } else {
+      detail::mpi_check(MPI_Recv(incoming.data(), bytes, MPI_BYTE, peer, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
     }
-  };
-  auto one_way = [&](int bytes) { one_way_between(bytes, 0, 1); };
-  // The same, both ends non-blocking and tested every poll_us, asleep in between, as cofuse's
-  // progress thread drives a message.
-  auto one_way_polled = [&, comm, rank, poll_us](int bytes) {
-    if (rank > 1) return;
-    MPI_Request request;
-    if (rank == 0)
-      detail::mpi_check(MPI_Isend(message.data(), bytes, MPI_BYTE, 1, 7, comm, &request), "MPI_Isend");
+    if (rank == from)
+      detail::mpi_check(MPI_Recv(incoming.data(), 8, MPI_BYTE, peer, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
     else
-      detail::mpi_check(MPI_Irecv(incoming.data(), bytes, MPI_BYTE, 0, 7, comm, &request), "MPI_Irecv");
-    wait_polled(1, &request, std::chrono::microseconds(poll_us));
-    if (rank == 0)
-      detail::mpi_check(MPI_Recv(incoming.data(), 8, MPI_BYTE, 1, 5, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-    else
-      detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, 0, 5, comm), "MPI_Send");
+      detail::mpi_check(MPI_Send(message.data(), 8, MPI_BYTE, peer, 5, comm), "MPI_Send");
   };
+  auto one_way = [&](int bytes, bool polled = false) { one_way_between(bytes, 0, 1, polled); };
   auto ping_pong_with = [&, comm, rank](int bytes, int other) {
     if (rank == 0) {
       detail::mpi_check(MPI_Send(message.data(), bytes, MPI_BYTE, other, 3, comm), "MPI_Send");
@@ -196,16 +193,18 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
       {"one way " + mib, [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair},
       {"one way " + mib + " in a train", [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair, /*primed=*/true},
       {"one way " + kib, [&] { one_way(int(r.polled_bytes)); }, 0, not_of_the_pair},
-      {"one way " + kib + " polled", [&] { one_way_polled(int(r.polled_bytes)); }, 0, not_of_the_pair}};
+      {"one way " + kib + " polled", [&] { one_way(int(r.polled_bytes), /*polled=*/true); }, 0, not_of_the_pair}};
+  // A collective at one size, blocking then polled: two entries.
+  auto time_collective = [&collective, &polled](std::vector<Timed>& into, CollectiveKind kind, int elements,
+                                                double min_sample) {
+    const std::string bytes = " " + std::to_string(elements * 4) + " B";
+    into.push_back({std::string(name_of(kind)) + bytes, [&collective, kind, elements] { collective(kind, elements); },
+                    min_sample});
+    into.push_back({std::string(name_of(kind)).insert(4, "I") + bytes + " polled",
+                    [&polled, kind, elements] { polled(kind, elements); }, min_sample});
+  };
   for (CollectiveKind kind : kinds)
-    for (int elements : sizes) {
-      const std::string bytes = " " + std::to_string(elements * 4) + " B";
-      const double min_sample = elements == sizes[0] ? 1e-3 : 0;
-      timed.push_back({std::string(name_of(kind)) + bytes, [&collective, kind, elements] { collective(kind, elements); },
-                       min_sample});
-      timed.push_back({std::string(name_of(kind)).insert(4, "I") + bytes + " polled",
-                       [&polled, kind, elements] { polled(kind, elements); }, min_sample});
-    }
+    for (int elements : sizes) time_collective(timed, kind, elements, elements == sizes[0] ? 1e-3 : 0);
 
   // Four ranks on one level: 0 to 1 and 2 to 3 at once, one way each, against 0 to 1 alone,
   // which tells a shared medium from a switch (detect_topology).
@@ -263,19 +262,13 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // 1.2-1.6 at 4 MiB; Reduce_scatter's 2 MiB line put 8 MiB at 2.5 ms, measured 5.6-7.7), and a
   // shaped link's burst flatters the smaller size. Schedules post buffers of either side, so the
   // line bends once at 2 MiB to pass through 8 MiB. Brief calibration times 8 MiB only where it
-  // is cheap (estimated at most beyond_budget_s), which every rank decides alike: the medians
-  // are the slowest rank's.
-  // Estimated as 4 times the 2 MiB calls, every pass and the warm-up.
+  // is cheap (estimated as 4 times the 2 MiB calls, every pass and the warm-up, at most
+  // beyond_budget_s), which every rank decides alike: the medians are the slowest rank's.
   r.beyond_budget_s = 0.4;
   r.beyond_timed = !effort.brief() || 4.0 * large_calls_s * (r.passes + 1) <= r.beyond_budget_s;
   if (r.beyond_timed) {
     std::vector<Timed> far;
-    for (CollectiveKind kind : kinds) {
-      const std::string bytes = " " + std::to_string(beyond * 4) + " B";
-      far.push_back({std::string(name_of(kind)) + bytes, [&collective, kind, beyond] { collective(kind, beyond); }, 0});
-      far.push_back({std::string(name_of(kind)).insert(4, "I") + bytes + " polled",
-                     [&polled, kind, beyond] { polled(kind, beyond); }, 0});
-    }
+    for (CollectiveKind kind : kinds) time_collective(far, kind, beyond, 0);
     const ProfileProgress second = [&progress](double f, const std::string& now) {
       progress(0.8 + 0.2 * f, "8 MiB collectives: " + now);
     };

@@ -18,7 +18,7 @@ namespace cofuse::measure {
 // at once (a /3 file may hold a switch read as a shared medium).
 // /5, 2026-12-06: the bandwidth from one way, the slower of alone and in a train (Timed::primed), on
 // a switch too (a /4 file holds a shaped link's burst, 10% fast, or the exchange's median, half).
-// /6, 2026-12-06: a collective's line bends at 2 MiB where 8 MiB ran slower than it (a /5 file
+// /6, 2026-12-06: a collective's line bends at 2 MiB where 8 MiB ran more than 10% off it (a /5 file
 // has one line, through 256 KiB and 2 MiB, that puts 8 MiB over shared memory at half its time),
 // and a polled message's latency (network.polled_wait_polls) is measured.
 inline constexpr const char* kCalibrationSchema = "cofuse.calibration/6";

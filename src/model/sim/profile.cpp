@@ -168,15 +168,14 @@ Status MachineProfile::validate() const {
     return fail("two_level needs network.ranks_per_node >= 1 and network.inter_bandwidth_GBps > 0");
   if (n.nics_per_node < 0 || (n.nics_per_node > 0 && (n.ranks_per_node < 1 || n.ranks_per_node % n.nics_per_node != 0)))
     return fail("network.nics_per_node must be 0 (one per rank) or divide ranks_per_node");
-  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
+  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce}) {
     if (c->busbw_GBps <= 0 || c->alpha_s < 0 || c->nonblocking_busbw_GBps < 0 || c->nonblocking_alpha_s < 0)
       return fail("every collective needs busbw_GBps > 0 and alpha_s, nonblocking_alpha_s, nonblocking_busbw_GBps >= 0");
-  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
     if (!(c->beyond_bytes >= 0 && c->beyond_busbw_GBps >= 0 && c->nonblocking_beyond_busbw_GBps >= 0))
       return fail("a collective's beyond_bytes, beyond_busbw_GBps and nonblocking_beyond_busbw_GBps must be >= 0");
-  for (const auto* c : {&n.allgather, &n.reduce_scatter, &n.allreduce})
     if (c->nonblocking_beyond_busbw_GBps > 0 && c->nonblocking_busbw_GBps <= 0)
       return fail("a collective's nonblocking_beyond_busbw_GBps bends the non-blocking line: it needs nonblocking_busbw_GBps > 0");
+  }
   if (!(contention.gemm_rate_while_comm > 0 && contention.gemm_rate_while_comm <= 1) ||
       !(contention.comm_rate_while_gemm > 0 && contention.comm_rate_while_gemm <= 1))
     return fail("contention rates must be in (0, 1]");

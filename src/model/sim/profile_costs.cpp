@@ -8,6 +8,10 @@ namespace cofuse::detail {
 
 namespace {
 bool uses_nonblocking(const CollectiveModel& m, bool nonblocking) { return nonblocking && m.nonblocking_busbw_GBps > 0; }
+// The line's bus bandwidth (GB/s) of the call a schedule makes, blocking or non-blocking.
+double line_busbw(const CollectiveModel& m, bool nonblocking) {
+  return uses_nonblocking(m, nonblocking) ? m.nonblocking_busbw_GBps : m.busbw_GBps;
+}
 }  // namespace
 
 ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& options, int ranks, DType dtype, bool fused,
@@ -137,9 +141,8 @@ double ProfileCosts::collective_bus_bytes(const Task& t) const {
   // line's rate they count busbw / beyond_busbw times, so the rate stays one per collective
   // and collectives that run at once still share it by the bytes they have left.
   const CollectiveModel& m = model(t);
-  const bool nonblocking = uses_nonblocking(m, nonblocking_);
-  const double busbw = nonblocking ? m.nonblocking_busbw_GBps : m.busbw_GBps;
-  const double beyond = nonblocking ? m.nonblocking_beyond_busbw_GBps : m.beyond_busbw_GBps;
+  const double busbw = line_busbw(m, nonblocking_);
+  const double beyond = uses_nonblocking(m, nonblocking_) ? m.nonblocking_beyond_busbw_GBps : m.beyond_busbw_GBps;
   double bytes = double(t.bytes);
   if (m.beyond_bytes > 0 && beyond > 0 && bytes > m.beyond_bytes)
     bytes = m.beyond_bytes + (bytes - m.beyond_bytes) * busbw / beyond;
@@ -149,7 +152,7 @@ double ProfileCosts::collective_bus_bytes(const Task& t) const {
 
 double ProfileCosts::collective_bus_rate(const Task& t) const {
   const CollectiveModel& m = model(t);
-  const double busbw = (uses_nonblocking(m, nonblocking_) ? m.nonblocking_busbw_GBps : m.busbw_GBps) * 1e9;
+  const double busbw = line_busbw(m, nonblocking_) * 1e9;
   // One duplex link for all: the bus bytes of every rank cross it (profile.hpp, shared_duplex).
   return profile_.network.topology == "shared_duplex" ? busbw / double(ranks_) : busbw;
 }
