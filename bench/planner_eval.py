@@ -18,7 +18,8 @@
   3. the final: the sweep's four fastest, serial and the picks measured again, together, REPEATS
      more times (the sweep's best is the smallest of ~78 noisy medians, biased low: a pick that is
      the true best still showed a regret of a few percent; in the final every contender is a fresh
-     measurement, not one selected for being low);
+     measurement, not one selected for being low); schedules that run the same plan on every rank
+     (serial-ring and serial,algo=direct at 2 ranks) are one contender there, their runs pooled;
   4. per planner: is its pick within 5% of the final's best, its regret (pick / best - 1), and is
      it slower than serial by more than 3%? (the sweep's regret is kept beside it, `sweep_regret`);
   5. the model: every schedule's prediction (the calibrated profile's, before the case's own online
@@ -90,9 +91,10 @@ def calibrated_profile(cache, ranks, path):
     raise SystemExit(f"no calibration of {ranks} ranks in {cache}")
 
 
-def medians_of(records, case):
+def medians_of(records, case, same=None):
     """Per schedule, the median of its medians over the jobs in `records` for this case (op,
-    axis, m, n, k, ranks); the naive overlap left out."""
+    axis, m, n, k, ranks); the naive overlap left out. same: schedule -> a key of what it runs
+    (plan_key); schedules of one key pool their medians, and each gets the pooled median."""
     runs = {}
     with open(records) as f:
         for line in f:
@@ -101,7 +103,25 @@ def medians_of(records, case):
             if (c["op"], c["axis"], c["m"], c["n"], c["k"], c["ranks"]) != case or r["variant"] == "naive":
                 continue
             runs.setdefault(r["schedule"], []).append(r["times_ms"]["total"]["median"])
+    if same:
+        pooled = {}
+        for s, t in runs.items():
+            pooled.setdefault(same.get(s, s), []).extend(t)
+        return {s: statistics.median(pooled[same.get(s, s)]) for s in runs}
     return {s: statistics.median(t) for s, t in runs.items()}
+
+
+def plan_key(shape, ranks, schedule):
+    """What a schedule runs: its tasks on every rank (`cofuse plan --rank all`), without its name.
+    Two names of one plan (serial-ring and serial,algo=direct at 2 ranks) are one schedule: the
+    bench measured them 6-9% apart in every job of a run (gemm_rs 2048x1024x256, shared memory,
+    Intel Xeon), the harness's difference and not theirs, and a pick of the one was charged a
+    regret against the other."""
+    try:
+        text = run(f"{COFUSE} plan {shape} --ranks {ranks} --rank all --schedule '{schedule}'")
+    except subprocess.CalledProcessError:
+        return schedule  # one the offline planner cannot lay out alone (a two-level one): its own
+    return "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
 
 
 def main():
@@ -182,7 +202,7 @@ def main():
         for _ in range(repeats):
             run(launcher(link, ranks) + f"{COFUSE} bench {shape} --schedules '{';'.join(finalists)}' --iters {iters} "
                 f"--warmup 1 --quiet --records {final_records} --json >/dev/null")
-        final = medians_of(final_records, this_case)
+        final = medians_of(final_records, this_case, {f: plan_key(shape, ranks, f) for f in finalists})
         serial = final[serial_key]
         best_schedule = min(final, key=final.get)
         best = final[best_schedule]

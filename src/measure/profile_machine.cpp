@@ -189,16 +189,23 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
                       "), alone " + ms(mn.large_one_way_s) + " and in a train (the second of two back to back, what the "
                       "link sustains) " + ms(mn.large_one_way_train_s) + ", bytes / the slower, " +
                       ms(link_seconds(mn, net.topology)) + ", " + net_passes);
-  // What polling adds to a piece's message beyond the notice (poll_us / 2) the simulator charges,
-  // in poll intervals: the hand-shake waits for polls (none measured where polling spins).
+  // The least time a polled message takes, in poll intervals: a small piece's message polled,
+  // less the 8-byte reply that ends it (none measured where polling spins). Blocking beside it
+  // says how much of it is the transfer itself.
   const double poll_s = 1e-6 * mn.poll_us;
-  net.polled_wait_polls =
-      poll_s > 0 ? std::max(0.0, (mn.polled_one_way_polled_s - mn.polled_one_way_s) / poll_s - 0.5) : 0.0;
-  s["network.polled_wait_polls"] = src.measured(
+  net.polled_floor_polls =
+      poll_s > 0 ? std::max(0.0, (mn.polled_one_way_polled_s - mn.small_round_trip_s / 2) / poll_s) : 0.0;
+  s["network.polled_floor_polls"] = src.measured(
       std::to_string(int64_t(mn.polled_bytes)) + " bytes from rank 0 to 1 (an 8-byte reply ends it), MPI_Isend and "
       "MPI_Irecv tested every " + std::to_string(mn.poll_us) + " us asleep in between (as cofuse's progress thread) " +
-      ms(mn.polled_one_way_polled_s) + ", less the same by MPI_Send and MPI_Recv " + ms(mn.polled_one_way_s) +
-      ", in poll intervals, less the half interval the simulator adds as the notice, clamped at >= 0; " + net_passes);
+      ms(mn.polled_one_way_polled_s) + " (by MPI_Send and MPI_Recv " + ms(mn.polled_one_way_s) +
+      "), less half the 8-byte round trip, in poll intervals, clamped at >= 0; " + net_passes);
+  net.polled_floor_small_polls =
+      poll_s > 0 ? std::max(0.0, (mn.polled_small_one_way_polled_s - mn.small_round_trip_s / 2) / poll_s) : 0.0;
+  s["network.polled_floor_small_polls"] = src.measured(
+      std::to_string(int64_t(mn.polled_small_bytes)) + " bytes from rank 0 to 1 (an 8-byte reply ends it), polled as "
+      "network.polled_floor_polls, " + ms(mn.polled_small_one_way_polled_s) +
+      ", less half the 8-byte round trip, in poll intervals, clamped at >= 0; " + net_passes);
   if (two_level) {
     const int R = mn.ranks_per_host;
     net.ranks_per_node = R;

@@ -161,9 +161,11 @@ struct NetworkResult {
   double large_exchange_fastest_s = 0;              // its fastest sample (exchange_s says why); 0: not measured
   double large_one_way_s = 0;                       // rank 0 to rank 1 alone (an 8-byte reply ends it)
   double large_one_way_train_s = 0;  // the same primed (Timed::primed): the second of two back to back
-  double polled_bytes = 0;             // a piece-sized message, one way (rank 0 to 1):
+  double polled_bytes = 0;             // a small piece's message, one way (rank 0 to 1):
   double polled_one_way_s = 0;         // blocking (MPI_Send, MPI_Recv)
   double polled_one_way_polled_s = 0;  // both ends non-blocking, tested every poll_us asleep in between
+  double polled_small_bytes = 0;                 // a decode step's piece, one way (rank 0 to 1),
+  double polled_small_one_way_polled_s = 0;      // polled as above
   double large_two_pairs_s = 0;  // 0 to 1 and 2 to 3 at once, one way each; four ranks or more on one level, else 0
   CollectiveFit allgather, reduce_scatter, allreduce;  // blocking calls (the serial schedule's)
   // The non-blocking calls (MPI_I*) as overlapped schedules run them: posted, then MPI_Test

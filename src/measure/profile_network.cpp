@@ -183,17 +183,26 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   // against 0.29 cold), and the model's collectives then read 20% slower than the chunked
   // schedules ran (26% median error over 209 runs, against 12% from cold fits of the same hour).
   const std::string mib = std::to_string(int(r.large_bytes) >> 20) + " MiB";
-  // A piece's message, as schedules post them (64 KiB to 2 MiB over shared memory), one way
-  // blocking and polled: what a progress thread's polling adds (NetworkModel::polled_wait_polls).
-  r.polled_bytes = 512 << 10;
+  // A small piece's message, one way, blocking and polled: the least time a polled message takes
+  // (NetworkModel::polled_floor_polls). 128 KiB is past the eager limit of Open MPI's shared
+  // memory (4 KiB) and TCP (64 KiB) transports, so it waits for the rendezvous' hand-shake as a
+  // piece's message does, and short enough that over a 2 Gbit/s link the hand-shake, not the
+  // transfer, sets its polled time (mpi4py, Intel Xeon: 0.50 ms blocking, 0.9 ms polled every
+  // 200 us; 64 KiB 0.04 and 0.9 ms; 256 KiB and up no slower polled than blocking). And 16 KiB
+  // polled, a decode step's piece, which TCP sends eagerly, with no hand-shake (0.3 ms polled).
+  r.polled_bytes = double(NetworkModel::kPolledFloorBytes);
+  r.polled_small_bytes = double(NetworkModel::kPolledFloorSmallBytes);
   const std::string kib = std::to_string(int(r.polled_bytes) >> 10) + " KiB";
+  const std::string small_kib = std::to_string(int(r.polled_small_bytes) >> 10) + " KiB";
   std::vector<Timed> timed = {
       {"ping-pong 8 B", [&] { ping_pong(8); }, 1e-3, not_of_the_pair},
       {"exchange " + mib, [&] { exchange(int(r.large_bytes)); }, 0, not_of_the_pair},
       {"one way " + mib, [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair},
       {"one way " + mib + " in a train", [&] { one_way(int(r.large_bytes)); }, 0, not_of_the_pair, /*primed=*/true},
       {"one way " + kib, [&] { one_way(int(r.polled_bytes)); }, 0, not_of_the_pair},
-      {"one way " + kib + " polled", [&] { one_way(int(r.polled_bytes), /*polled=*/true); }, 0, not_of_the_pair}};
+      {"one way " + kib + " polled", [&] { one_way(int(r.polled_bytes), /*polled=*/true); }, 0, not_of_the_pair},
+      {"one way " + small_kib + " polled", [&] { one_way(int(r.polled_small_bytes), /*polled=*/true); }, 0,
+       not_of_the_pair}};
   // A collective at one size, blocking then polled: two entries.
   auto time_collective = [&collective, &polled](std::vector<Timed>& into, CollectiveKind kind, int elements,
                                                 double min_sample) {
@@ -247,11 +256,12 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   r.large_one_way_train_s = s[3];
   r.polled_one_way_s = s[4];
   r.polled_one_way_polled_s = s[5];
+  r.polled_small_one_way_polled_s = s[6];
   CollectiveFit* fits[3] = {&r.allgather, &r.reduce_scatter, &r.allreduce};
   CollectiveFit* nb_fits[3] = {&r.allgather_nb, &r.reduce_scatter_nb, &r.allreduce_nb};
   double large_calls_s = 0;  // one pass of the six 2 MiB calls
   for (int i = 0; i < 3; ++i) {
-    const double* t = &s[6 + 4 * i];  // blocking small, polled small, blocking large, polled large
+    const double* t = &s[7 + 4 * i];  // blocking small, polled small, blocking large, polled large
     *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[0], 4.0 * sizes[1], t[2]);
     *nb_fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[1], 4.0 * sizes[1], t[3]);
     large_calls_s += t[2] + t[3];

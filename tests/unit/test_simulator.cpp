@@ -25,7 +25,7 @@ class FakeCosts : public detail::CostModel {
         one_device_(one_device) {}
   double compute_seconds(int, const Task& t) const override { return t.flops; }
   double copy_seconds(int, const Task&) const override { return 0; }
-  double latency_seconds(int, int) const override { return 0; }
+  double latency_seconds(int, int, int64_t) const override { return 0; }
   void links(int from, int to, std::vector<int>& out) const override { out = {from, ranks_ + to}; }
   const std::vector<double>& link_bandwidths() const override { return bandwidths_; }
   double collective_latency_seconds(const Task&) const override { return 0; }
@@ -417,12 +417,18 @@ TEST(Simulator, ACompletionIsNoticedWhenARunningGemmEnds) {
   EXPECT_NEAR(simulate(quick, ring, round_profile(1), slow_poll).makespan_s, 2275 * us, 1e-9);
 }
 
-// network.polled_wait_polls: what a progress thread's polling adds to each point-to-point message
-// of a polled schedule, in poll intervals, and to nothing else. The quick case of the test above
-// (nothing wakes the thread, poll_us 2000) with 0.05 polls of it (100 us): piece 0 flows 120-220 and is noticed at 1220, piece 1
-// is posted then and flows 1340-1440, noticed at 2440; the peer's last piece ends at 2475, not
-// 2275. A fused schedule (no progress thread) and the serial baseline do not pay it.
-TEST(Simulator, PolledMessagesPayThePolledLatency) {
+// network.polled_floor_polls: the least time a point-to-point message of a polled schedule
+// takes, posted to noticed, in poll intervals; what its latency, its transfer alone and the
+// notice do not cover of it is waited before its data moves, and nothing else pays it. The quick
+// case of the test above (nothing wakes the thread, poll_us 2000: a notice of 1000 us) with a
+// floor of 0.61 polls (1220 us): each piece's own 20 + 100 + 1000 us leave 100 us, so piece 0
+// flows 120-220 and is noticed at 1220, piece 1 is posted then and flows 1340-1440, noticed at
+// 2440; the peer's last piece ends at 2475, not 2275. A floor of 0.5 polls (1000 us) is shorter
+// than a piece's own time: nothing is added. A fused schedule (no progress thread) and the
+// serial baseline do not pay it. With a floor of 0.5 polls at 16 KiB beside 0.61 at 128 KiB, a
+// piece of 100,000 bytes takes the floor between them, linear in bytes: 0.5 + 0.11 x 83,616 /
+// 114,688 polls, 1160.4 us, which leaves 40.4 us to wait for each of the two messages.
+TEST(Simulator, PolledMessagesTakeAtLeastTheFloor) {
   const OpDesc quick{OpKind::ag_gemm, 200, 100, 500, DType::f32, false, false, Axis::m, 2};
   const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
   const Schedule fused = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=fused,engine=inline,algo=ring");
@@ -431,20 +437,36 @@ TEST(Simulator, PolledMessagesPayThePolledLatency) {
   MachineProfile p = round_profile(1);
   const double fused_before = simulate(quick, fused, p, slow_poll).makespan_s;
   const double serial_before = simulate(quick, ring, p, slow_poll).losses.serial_s;
-  p.network.polled_wait_polls = 0.05;  // of poll_us 2000: 100 us
+  p.network.polled_floor_polls = 0.61;  // of poll_us 2000: 1220 us
   const SimResult r = simulate(quick, ring, p, slow_poll);
   EXPECT_NEAR(r.makespan_s, 2475e-6, 1e-9);
   EXPECT_NEAR(simulate(quick, fused, p, slow_poll).makespan_s, fused_before, 1e-12);
   EXPECT_NEAR(r.losses.serial_s, serial_before, 1e-12);
-  // Polling that spins (poll_us 0) waits for no poll: the notice and this wait are both gone.
+  MachineProfile short_floor = p;
+  short_floor.network.polled_floor_polls = 0.5;
+  EXPECT_NEAR(simulate(quick, ring, short_floor, slow_poll).makespan_s, 2275e-6, 1e-9);
+  MachineProfile two_sizes = p;
+  two_sizes.network.polled_floor_small_polls = 0.5;
+  const double between = 0.5 + 0.11 * (100000.0 - 16384) / (131072 - 16384);
+  EXPECT_NEAR(two_sizes.network.polled_floor_polls_at(100000), between, 1e-12);
+  EXPECT_EQ(two_sizes.network.polled_floor_polls_at(16384), 0.5);
+  EXPECT_EQ(two_sizes.network.polled_floor_polls_at(1000), 0.5);
+  EXPECT_EQ(two_sizes.network.polled_floor_polls_at(131072), 0.61);
+  EXPECT_EQ(two_sizes.network.polled_floor_polls_at(4 << 20), 0.61);
+  EXPECT_EQ(p.network.polled_floor_polls_at(1000), 0.61);  // no small floor: the one measured, at every size
+  EXPECT_NEAR(simulate(quick, ring, two_sizes, slow_poll).makespan_s, 2275e-6 + 2 * (2000e-6 * between - 1120e-6), 1e-9);
+  EXPECT_EQ(parse_profile(to_json(two_sizes), "round trip").network.polled_floor_small_polls, 0.5);
+  // Polling that spins (poll_us 0) waits for no poll: the notice and the floor are both gone.
   SimOptions spin;
   spin.poll_us = 0;
   MachineProfile none = p;
-  none.network.polled_wait_polls = 0;
+  none.network.polled_floor_polls = 0;
   EXPECT_NEAR(simulate(quick, ring, p, spin).makespan_s, simulate(quick, ring, none, spin).makespan_s, 1e-12);
-  EXPECT_EQ(parse_profile(to_json(p), "round trip").network.polled_wait_polls, 0.05);
-  p.network.polled_wait_polls = -0.01;
+  EXPECT_EQ(parse_profile(to_json(p), "round trip").network.polled_floor_polls, 0.61);
+  p.network.polled_floor_polls = -0.01;
   EXPECT_FALSE(p.validate().ok());
+  two_sizes.network.polled_floor_small_polls = -0.01;
+  EXPECT_FALSE(two_sizes.validate().ok());
 }
 
 // Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the

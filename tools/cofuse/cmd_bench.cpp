@@ -158,7 +158,7 @@ int bench(const BenchArgs& args, const std::vector<BenchCase>& cases) {
                   {"warmup", args.warmup}, {"naive_chunks", args.naive_chunks}, {"poll_us", args.settings.poll_us},
                   {"tile_rows", args.settings.tile_rows},
                   {"timing", "per call: total and gemm of the slowest rank, comm of the rank that waited least; "
-                             "variants interleaved, order rotating every iteration"}}};
+                             "variants interleaved, order shuffled every iteration by the case's seed"}}};
   if (rank == 0 && !args.json) {
     std::cout << "cofuse bench  " << cases.size() << " case" << (cases.size() == 1 ? "" : "s") << " on " << size
               << " rank" << (size == 1 ? "" : "s") << ", " << args.iters << " iterations after " << args.warmup

@@ -111,15 +111,28 @@ struct NetworkModel {
   /// field) = one per rank (a GPU server's rail-optimised NICs). 1: the node's ranks share one
   /// link (bench/netlab --hosts).
   int64_t nics_per_node = 0;
-  /// What a point-to-point message waits, in poll intervals, when a progress thread polls both
-  /// its ends every SimOptions::poll_us (unfused schedules on a CPU driver), beyond alpha_s and
-  /// the wait to notice its completion that the simulator charges itself: a large message's
-  /// hand-shake (the receiver matches, the sender then moves the data) waits for the peers'
-  /// polls, so the wait scales with the interval (none when polling spins, poll_us 0). Over
-  /// shared memory on an AMD EPYC Zen 3 VM, 512 KiB one way took 0.06 ms blocking and
-  /// 0.57-0.59 ms polled every 200 us: about 2 polls. Charged to every message alike (one
-  /// measured size, one host pair). 0 (the default, datasheet profiles): none.
-  double polled_wait_polls = 0;
+  /// The least time a point-to-point message takes, posted to noticed, in poll intervals, when
+  /// a progress thread polls both its ends every SimOptions::poll_us asleep in between (unfused
+  /// schedules on a CPU driver): its hand-shake (the receiver matches, the sender then moves the
+  /// data) waits for the peers' polls. A message whose transfer takes longer is not held up
+  /// (its hand-shake happens while its first bytes travel), so the simulator charges a polled
+  /// message max(0, floor - alpha_s - bytes / bandwidth - the notice it charges itself) beyond
+  /// alpha_s. Measured with `/usr/bin/python3` + mpi4py on an Intel Xeon (AVX-512), one way,
+  /// polled every 200 us: over shared memory 0.29 ms from 16 KiB to 2 MiB (blocking 0.006 to
+  /// 0.22 ms); over a 2 Gbit/s TCP link 0.3 ms at 16 KiB (sent eagerly: no hand-shake), 0.9 ms
+  /// at 64-128 KiB (blocking 0.04-0.5 ms), and no more than blocking from 256 KiB up (1 to
+  /// 8.7 ms). So it is measured at two sizes: polled_floor_polls at kPolledFloorBytes, and
+  /// polled_floor_small_polls at kPolledFloorSmallBytes; a message of that size or less takes
+  /// the small one, one between the two sizes a floor between them (linear in its bytes), a
+  /// larger one the large one. In poll intervals, so it scales with the interval (none when
+  /// polling spins, poll_us 0). 0 (the default, datasheet profiles): none; a small floor of 0
+  /// beside a large one (a profile that has one measured size): the large one at every size.
+  double polled_floor_polls = 0;
+  double polled_floor_small_polls = 0;
+  static constexpr int64_t kPolledFloorBytes = 128 << 10;
+  static constexpr int64_t kPolledFloorSmallBytes = 16 << 10;
+  /// The floor of a polled message of `bytes`, in poll intervals (above).
+  double polled_floor_polls_at(int64_t bytes) const;
   bool operator==(const NetworkModel&) const = default;
 };
 

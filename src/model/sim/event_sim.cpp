@@ -303,7 +303,7 @@ class EventSimulator {
     a.peer_real = task(from, send).peer;
     a.task = send;
     a.peer_task = recv;
-    a.remaining = costs_.latency_seconds(from, a.peer_real);
+    a.remaining = costs_.latency_seconds(from, a.peer_real, task(from, send).bytes);
     // Folded, a message to another period lands on a simulated rank that may be the sender: it
     // stands for the symmetric message that rank receives, so it counts there as well.
     set_comm_active(from, +1);

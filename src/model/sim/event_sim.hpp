@@ -19,8 +19,9 @@ class CostModel {
   virtual double compute_seconds(int rank, const Task& task) const = 0;
   /// Fixed seconds of a local copy on the communication engine (pack, unpack).
   virtual double copy_seconds(int rank, const Task& task) const = 0;
-  /// Point-to-point: seconds before a message's data starts to move (latency + posting cost).
-  virtual double latency_seconds(int from, int to) const = 0;
+  /// Point-to-point: seconds before a message of `bytes` starts to move its data (latency,
+  /// posting cost, and what a polled hand-shake waits beyond the transfer).
+  virtual double latency_seconds(int from, int to, int64_t bytes) const = 0;
   /// The links a message from `from` to `to` crosses (indices into link_bandwidths()).
   virtual void links(int from, int to, std::vector<int>& out) const = 0;
   /// Bytes per second of every link.

@@ -135,6 +135,13 @@ std::filesystem::path installed_profiles() { return COFUSE_INSTALL_PROFILES_DIR;
 
 }  // namespace
 
+double NetworkModel::polled_floor_polls_at(int64_t bytes) const {
+  if (!(polled_floor_small_polls > 0) || bytes >= kPolledFloorBytes) return polled_floor_polls;
+  if (bytes <= kPolledFloorSmallBytes) return polled_floor_small_polls;
+  const double f = double(bytes - kPolledFloorSmallBytes) / double(kPolledFloorBytes - kPolledFloorSmallBytes);
+  return polled_floor_small_polls + f * (polled_floor_polls - polled_floor_small_polls);
+}
+
 int MachineProfile::ranks_per_host(int ranks) const {
   const bool nodes = network.topology == "two_level" && network.ranks_per_node > 0 && network.ranks_per_node < ranks;
   return nodes ? int(network.ranks_per_node) : ranks;
@@ -163,7 +170,8 @@ Status MachineProfile::validate() const {
     return fail("network.topology " + in_quotes(n.topology) + " is not switch, shared, shared_duplex or two_level");
   if (n.bandwidth_GBps <= 0) return fail("network.bandwidth_GBps must be > 0");
   if (n.alpha_s < 0 || n.inter_alpha_s < 0 || task_overhead_s < 0 || compute.launch_s < 0) return fail("latencies must be >= 0");
-  if (!(n.polled_wait_polls >= 0)) return fail("network.polled_wait_polls must be >= 0");
+  if (!(n.polled_floor_polls >= 0 && n.polled_floor_small_polls >= 0))
+    return fail("network.polled_floor_polls and network.polled_floor_small_polls must be >= 0");
   if (n.topology == "two_level" && (n.ranks_per_node < 1 || n.inter_bandwidth_GBps <= 0))
     return fail("two_level needs network.ranks_per_node >= 1 and network.inter_bandwidth_GBps > 0");
   if (n.nics_per_node < 0 || (n.nics_per_node > 0 && (n.ranks_per_node < 1 || n.ranks_per_node % n.nics_per_node != 0)))
@@ -241,7 +249,8 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       Fields f(*n, origin, "network");
       f.text("topology", p.network.topology);
       f.number("alpha_s", p.network.alpha_s);
-      f.number("polled_wait_polls", p.network.polled_wait_polls);
+      f.number("polled_floor_polls", p.network.polled_floor_polls);
+      f.number("polled_floor_small_polls", p.network.polled_floor_small_polls);
       f.number("bandwidth_GBps", p.network.bandwidth_GBps, true);
       f.integer("ranks_per_node", p.network.ranks_per_node);
       f.number("inter_alpha_s", p.network.inter_alpha_s);
@@ -302,7 +311,9 @@ std::string to_json(const MachineProfile& p) {
                     {"copy_engines", p.network.copy_engines}, {"allgather", collective_json(p.network.allgather)},
                     {"reduce_scatter", collective_json(p.network.reduce_scatter)},
                     {"allreduce", collective_json(p.network.allreduce)}};
-  if (p.network.polled_wait_polls != 0) doc["network"]["polled_wait_polls"] = p.network.polled_wait_polls;
+  if (p.network.polled_floor_polls != 0) doc["network"]["polled_floor_polls"] = p.network.polled_floor_polls;
+  if (p.network.polled_floor_small_polls != 0)
+    doc["network"]["polled_floor_small_polls"] = p.network.polled_floor_small_polls;
   doc["contention"] = {{"gemm_rate_while_comm", p.contention.gemm_rate_while_comm},
                        {"comm_rate_while_gemm", p.contention.comm_rate_while_gemm}};
   doc["sources"] = sources;

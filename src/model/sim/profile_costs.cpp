@@ -23,7 +23,7 @@ ProfileCosts::ProfileCosts(const MachineProfile& profile, const SimOptions& opti
       fused_(fused),
       nonblocking_(nonblocking),
       notice_s_(polled ? 0.5e-6 * options.poll_us : 0.0),
-      polled_wait_s_(polled ? 1e-6 * options.poll_us * profile.network.polled_wait_polls : 0.0) {
+      poll_s_(polled ? 1e-6 * options.poll_us : 0.0) {
   throw_if_error(profile.validate());
   if (options.tile_rows < 1) throw Error(ErrorCode::invalid_argument, "simulator: tile_rows must be >= 1");
   const NetworkModel& n = profile.network;
@@ -66,9 +66,16 @@ bool ProfileCosts::same_node(int a, int b) const {
   return profile_.network.topology != "two_level" || a / per == b / per;
 }
 
-double ProfileCosts::latency_seconds(int from, int to) const {
+double ProfileCosts::latency_seconds(int from, int to, int64_t bytes) const {
   const NetworkModel& n = profile_.network;
-  return profile_.task_overhead_s + (same_node(from, to) ? n.alpha_s : n.inter_alpha_s) + polled_wait_s_;
+  const bool near = same_node(from, to);
+  const double alpha = near ? n.alpha_s : n.inter_alpha_s;
+  // A polled message is noticed no sooner than the floor after it was posted: what its transfer
+  // alone (at the link's rate, unshared) and the notice the simulator charges do not cover of it
+  // waits here. A message longer than the floor pays nothing (its hand-shake happened while its
+  // first bytes moved).
+  const double alone = alpha + double(bytes) / (1e9 * (near ? n.bandwidth_GBps : n.inter_bandwidth_GBps)) + notice_s_;
+  return profile_.task_overhead_s + alpha + std::max(0.0, poll_s_ * n.polled_floor_polls_at(bytes) - alone);
 }
 
 void ProfileCosts::links(int from, int to, std::vector<int>& out) const {

@@ -19,7 +19,7 @@ class ProfileCosts : public CostModel {
                bool polled = false, bool nonblocking = false);
   double compute_seconds(int rank, const Task& task) const override;
   double copy_seconds(int rank, const Task& task) const override;
-  double latency_seconds(int from, int to) const override;
+  double latency_seconds(int from, int to, int64_t bytes) const override;
   void links(int from, int to, std::vector<int>& out) const override;
   int fold_link(int link, int period) const override;
   bool foldable(int period) const override;
@@ -47,7 +47,7 @@ class ProfileCosts : public CostModel {
   bool fused_;
   bool nonblocking_;
   double notice_s_;  // how late, on average, a completion is noticed with no compute task ending
-  double polled_wait_s_;  // network.polled_wait_polls poll intervals where a progress thread polls, else 0
+  double poll_s_;  // SimOptions::poll_us in seconds where a progress thread polls, else 0
   // Links: "switch": [0, P) egress, [P, 2P) ingress; "shared": one medium; "shared_duplex":
   // [0] out, [1] in, for every rank; "two_level": the
   // switch links, then [2P, 3P) NIC out, [3P, 4P) NIC in, of which NIC j of node h is

@@ -29,7 +29,7 @@ class ExplicitCosts : public detail::CostModel {
         bandwidths_(4, c.comm_s > 0 ? kPieceBytes / c.comm_s : 1e30) {}
   double compute_seconds(int, const Task&) const override { return compute_; }
   double copy_seconds(int, const Task&) const override { return 0; }
-  double latency_seconds(int, int) const override { return 0; }
+  double latency_seconds(int, int, int64_t) const override { return 0; }
   void links(int from, int to, std::vector<int>& out) const override { out = {from, 2 + to}; }
   const std::vector<double>& link_bandwidths() const override { return bandwidths_; }
   double collective_latency_seconds(const Task&) const override { return 0; }
