@@ -121,7 +121,10 @@ def plan_key(shape, ranks, schedule):
         text = run(f"{COFUSE} plan {shape} --ranks {ranks} --rank all --schedule '{schedule}'")
     except subprocess.CalledProcessError:
         return schedule  # one the offline planner cannot lay out alone (a two-level one): its own
-    return "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    # The plan's tasks do not say how they are driven: fused or not, and by which engine, are
+    # part of what runs.
+    driven = [kv for kv in schedule.split(",") if kv.startswith(("fusion=", "engine="))]
+    return ",".join(driven) + "\n" + "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
 
 
 def main():
@@ -202,7 +205,8 @@ def main():
         for _ in range(repeats):
             run(launcher(link, ranks) + f"{COFUSE} bench {shape} --schedules '{';'.join(finalists)}' --iters {iters} "
                 f"--warmup 1 --quiet --records {final_records} --json >/dev/null")
-        final = medians_of(final_records, this_case, {f: plan_key(shape, ranks, f) for f in finalists})
+        final = medians_of(final_records, this_case)  # every schedule measured there, the baselines too
+        final = medians_of(final_records, this_case, {f: plan_key(shape, ranks, f) for f in final})
         serial = final[serial_key]
         best_schedule = min(final, key=final.get)
         best = final[best_schedule]

@@ -82,9 +82,11 @@ void time_interleaved(MPI_Comm comm, std::vector<TimedVariant>& timed, int iters
   std::vector<std::size_t> order(n);
   for (int i = 0; i < iters; ++i) {
     std::iota(order.begin(), order.end(), std::size_t(0));
+    // Fisher-Yates by hand: std::shuffle's use of the generator is the library's own, and ranks
+    // built against two libraries would run different variants at once (a hang, then the deadline).
     std::seed_seq seeds{uint32_t(seed), uint32_t(seed >> 32), uint32_t(i)};
-    std::mt19937 shuffle(seeds);
-    std::shuffle(order.begin(), order.end(), shuffle);
+    std::mt19937 generator(seeds);
+    for (std::size_t k = n; k > 1; --k) std::swap(order[k - 1], order[generator() % k]);
     for (std::size_t j = 0; j < n; ++j) {
       TimedVariant& t = timed[order[j]];
       const DeadlineGuard guard(comm, deadline_s, "one timed call");

@@ -1,6 +1,6 @@
 // The one measuring path of `cofuse bench`, `run` and `tune`: ways of running the op (the
-// baselines and cofuse schedules) timed interleaved (the order rotates each iteration, so drift
-// hits all alike), each time the slowest rank's; every output checked against the independent
+// baselines and cofuse schedules) timed interleaved (the order shuffled each iteration, so drift
+// hits all alike and no variant always follows the same one), each time the slowest rank's; every output checked against the independent
 // reference after a fresh call on poisoned buffers. All of it is collective over MPI_COMM_WORLD.
 //
 //   measure_case            bench and tune: G, M, serial, naive and the schedules, then each

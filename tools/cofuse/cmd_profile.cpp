@@ -58,7 +58,8 @@ void print_summary(std::ostream& o, const MachineProfile& p, const Measured& m, 
     << fixed(n.bandwidth_GBps, 3) << " GB/s (" << fixed(n.bandwidth_GBps * 8, 2) << " Gbit/s)"
     << (n.topology == "two_level" ? " inside a host of " + std::to_string(n.ranks_per_node) + " ranks" : std::string())
     << "; a message polled by a progress thread takes at least " << fixed(n.polled_floor_polls, 2) << " polls ("
-    << fixed(n.polled_floor_small_polls, 2) << " at " << (NetworkModel::kPolledFloorSmallBytes >> 10) << " KiB or less)\n";
+    << fixed(n.polled_floor_polls_at(NetworkModel::kPolledFloorSmallBytes), 2) << " at "
+    << (NetworkModel::kPolledFloorSmallBytes >> 10) << " KiB or less)\n";
   if (n.topology == "two_level")
     o << "  between hosts  alpha " << fixed(n.inter_alpha_s * 1e6, 2) << " us, bandwidth " << fixed(n.inter_bandwidth_GBps, 3)
       << " GB/s (" << fixed(n.inter_bandwidth_GBps * 8, 2) << " Gbit/s) "
