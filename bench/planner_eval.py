@@ -93,8 +93,9 @@ def calibrated_profile(cache, ranks, path):
 
 def medians_of(records, case, same=None):
     """Per schedule, the median of its medians over the jobs in `records` for this case (op,
-    axis, m, n, k, ranks); the naive overlap left out. same: schedule -> a key of what it runs
-    (plan_key); schedules of one key pool their medians, and each gets the pooled median."""
+    axis, m, n, k, ranks); the naive overlap left out. same: a function of a schedule, the key of
+    what it runs (plan_key); schedules of one key pool their medians, and each gets the pooled
+    median."""
     runs = {}
     with open(records) as f:
         for line in f:
@@ -104,10 +105,11 @@ def medians_of(records, case, same=None):
                 continue
             runs.setdefault(r["schedule"], []).append(r["times_ms"]["total"]["median"])
     if same:
+        key = {s: same(s) for s in runs}
         pooled = {}
         for s, t in runs.items():
-            pooled.setdefault(same.get(s, s), []).extend(t)
-        return {s: statistics.median(pooled[same.get(s, s)]) for s in runs}
+            pooled.setdefault(key[s], []).extend(t)
+        return {s: statistics.median(pooled[key[s]]) for s in runs}
     return {s: statistics.median(t) for s, t in runs.items()}
 
 
@@ -205,8 +207,8 @@ def main():
         for _ in range(repeats):
             run(launcher(link, ranks) + f"{COFUSE} bench {shape} --schedules '{';'.join(finalists)}' --iters {iters} "
                 f"--warmup 1 --quiet --records {final_records} --json >/dev/null")
-        final = medians_of(final_records, this_case)  # every schedule measured there, the baselines too
-        final = medians_of(final_records, this_case, {f: plan_key(shape, ranks, f) for f in final})
+        # Every schedule measured there, the baselines too, pooled by plan.
+        final = medians_of(final_records, this_case, lambda s: plan_key(shape, ranks, s))
         serial = final[serial_key]
         best_schedule = min(final, key=final.get)
         best = final[best_schedule]

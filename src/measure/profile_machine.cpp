@@ -193,15 +193,16 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   // less the 8-byte reply that ends it (none measured where polling spins). Blocking beside it
   // says how much of it is the transfer itself.
   const double poll_s = 1e-6 * mn.poll_us;
-  net.polled_floor_polls =
-      poll_s > 0 ? std::max(0.0, (mn.polled_one_way_polled_s - mn.small_round_trip_s / 2) / poll_s) : 0.0;
+  const auto floor_polls = [&](double polled_s) {
+    return poll_s > 0 ? std::max(0.0, (polled_s - mn.small_round_trip_s / 2) / poll_s) : 0.0;
+  };
+  net.polled_floor_polls = floor_polls(mn.polled_one_way_polled_s);
   s["network.polled_floor_polls"] = src.measured(
       std::to_string(int64_t(mn.polled_bytes)) + " bytes from rank 0 to 1 (an 8-byte reply ends it), MPI_Isend and "
       "MPI_Irecv tested every " + std::to_string(mn.poll_us) + " us asleep in between (as cofuse's progress thread) " +
       ms(mn.polled_one_way_polled_s) + " (by MPI_Send and MPI_Recv " + ms(mn.polled_one_way_s) +
       "), less half the 8-byte round trip, in poll intervals, clamped at >= 0; " + net_passes);
-  net.polled_floor_small_polls =
-      poll_s > 0 ? std::max(0.0, (mn.polled_small_one_way_polled_s - mn.small_round_trip_s / 2) / poll_s) : 0.0;
+  net.polled_floor_small_polls = floor_polls(mn.polled_small_one_way_polled_s);
   s["network.polled_floor_small_polls"] = src.measured(
       std::to_string(int64_t(mn.polled_small_bytes)) + " bytes from rank 0 to 1 (an 8-byte reply ends it), polled as "
       "network.polled_floor_polls, " + ms(mn.polled_small_one_way_polled_s) +

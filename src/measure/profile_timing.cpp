@@ -79,8 +79,8 @@ void wait_polled(int count, MPI_Request* requests, std::chrono::microseconds int
   for (int done = 0;;) {
     // Twice where the first finds it unfinished, as the executor's progress thread tests
     // (cpu_executor_comm.cpp): Open MPI runs its progress engine after looking, not before.
-    detail::mpi_check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-    if (!done) detail::mpi_check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    for (int look = 0; look < 2 && !done; ++look)
+      detail::mpi_check(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
     if (done) return;
     std::this_thread::sleep_for(interval);
   }
