@@ -16,7 +16,9 @@
 //             serial but has fewer than three counted calls, or against a serial that has fewer,
 //             first runs the two of them twice more, interleaved, and judges on that: at 4 ranks
 //             on 2 cores a candidate 22% ahead on one counted call won and ran 21% slower than
-//             serial after, and one 10% ahead on two ran 4% slower
+//             serial after, and one 10% ahead on two ran 4% slower. A candidate the bound stopped
+//             after its warm-up may lead into the confirmation (beside a serial with a counted
+//             call), never win on the warm-up
 //
 // Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
 // noise guard, so it needs as many counted calls as the winner. A candidate more than twice
@@ -109,6 +111,7 @@ class Race {
   void start_round(int passes);  // every candidate of the field `passes` times, interleaved
   void settle(const std::string& why);
   void settle_or_confirm(const char* why);  // settle, or first confirm a thinly measured leader
+  bool has_counted_call(std::size_t c) const;  // a call beyond its warm-up (any call, where each is counted)
 
   int budget_;
   double noise_guard_;

@@ -589,6 +589,38 @@ TEST(Profile, RooflineQuantisesTilesAndWaves) {
   EXPECT_NEAR(uneven, 2.0 * 5 * 128 * 128 * 1024 / (100e9 * 5.0 / 8.0), 1e-12);
 }
 
+// A measured table gives a GEMM the time of its rows of m on either side, linear in m between
+// them (a fixed cost of reading B plus a cost per row), each row at its shape nearest in n and k;
+// beyond the rows, the nearest row's rate. The numbers are made up, not measured.
+TEST(Profile, MeasuredTableIsLinearInTimeAlongM) {
+  MachineProfile p = test_profile();
+  p.compute.memory_GBps = 1e9;  // not memory-bound
+  p.compute.measured = {{4, 1024, 1024, 20}, {4, 256, 256, 40}, {16, 1024, 1024, 60}, {16, 256, 256, 80}};
+  const auto at = [](double m, double n, double k, double gflops) { return 2 * m * n * k / (gflops * 1e9); };
+  // On a row, its rate.
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 4, 1024, 1024), at(4, 1024, 1024, 20), 1e-15);
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 16, 1024, 1024), at(16, 1024, 1024, 60), 1e-15);
+  // Between rows: a third of the way from 4 to 16 rows is a third of the way in time, not either
+  // row's rate (8 rows at 20 GFLOP/s would take 1.5x this; at 60, half of it).
+  const double t4 = at(4, 1024, 1024, 20), t16 = at(16, 1024, 1024, 60);
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 8, 1024, 1024), t4 + (t16 - t4) / 3, 1e-15);
+  EXPECT_LT(gemm_seconds(p, DType::f32, 8, 1024, 1024), at(8, 1024, 1024, 20));
+  EXPECT_GT(gemm_seconds(p, DType::f32, 8, 1024, 1024), at(8, 1024, 1024, 60));
+  // The column nearest in n and k, its times scaled to the GEMM's own n and k.
+  const double s4 = at(4, 300, 200, 40), s16 = at(16, 300, 200, 80);
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 10, 300, 200), s4 + (s16 - s4) / 2, 1e-15);
+  // Beyond the rows: the nearest row's rate.
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 1, 1024, 1024), at(1, 1024, 1024, 20), 1e-15);
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 4096, 1024, 1024), at(4096, 1024, 1024, 60), 1e-15);
+  // Rows of different columns: each row its own nearest shape.
+  p.compute.measured = {{4, 1024, 1024, 20}, {16, 256, 256, 80}};
+  const double u4 = at(4, 512, 512, 20), u16 = at(16, 512, 512, 80);
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 7, 512, 512), u4 + (u16 - u4) / 4, 1e-15);
+  // Memory still bounds it from below.
+  p.compute.memory_GBps = 1e-3;
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 8, 64, 64), 4.0 * (8 * 64 + 64 * 64 + 8 * 64) / 1e6, 1e-9);
+}
+
 // A profile names the backend that runs ops on its machine (the planner offers what that
 // backend runs); a file without the field is the CPU executor's, as cofuse profile measures.
 TEST(Profile, NamesItsBackendAndDefaultsToTheCpuExecutor) {
@@ -641,22 +673,22 @@ TEST(Profile, GemmRateBasisNamesTheRateUsed) {
   EXPECT_EQ(gemm_rate_basis(p, DType::bf16),
             "bf16 at the f32 rate, 494.7 TFLOP/s peak per rank: the profile has no 16-bit rate (compute.peak_gflops_16 = 0: fixed)");
   EXPECT_EQ(gemm_seconds(p, DType::bf16, 64, 64, 64), gemm_seconds(p, DType::f32, 64, 64, 64)) << "at the f32 rate";
-  // A measured table: the nearest shape's rate, scaled for other dtypes.
+  // A measured table: its rates, scaled for other dtypes.
   p.compute.measured = {{64, 64, 64, 50}};
   p.compute.peak_gflops_f32 = 100;
   p.sources["compute.measured"] = "measured: cofuse profile on a host";
-  EXPECT_EQ(gemm_rate_basis(p, DType::f32), "f32 at the nearest measured shape's rate (compute.measured: measured)");
+  EXPECT_EQ(gemm_rate_basis(p, DType::f32), "f32 at the measured shapes' rates, time linear in m between them (compute.measured: measured)");
   EXPECT_EQ(gemm_rate_basis(p, DType::f64),
-            "f64 at the nearest measured shape's f32 rate x 0.500 (compute.peak_gflops_f64)");
-  // A measured 16-bit table: bf16 and f16 GEMMs take its nearest shape as it is, whatever the
+            "f64 at the measured shapes' f32 rates x 0.500, time linear in m between them (compute.peak_gflops_f64)");
+  // A measured 16-bit table: bf16 and f16 GEMMs take its rates as they are, whatever the
   // ratio of the peaks says (here 16-bit at 3x f32 on the small shape, 1.5x on the large one).
   p.compute.peak_gflops_16 = 400;
   p.compute.measured = {{64, 64, 64, 50}, {1024, 1024, 1024, 100}};
   p.compute.measured_16 = {{64, 64, 64, 150}, {1024, 1024, 1024, 150}};
   p.sources["compute.measured_16"] = "measured: cofuse profile on a host";
-  EXPECT_EQ(gemm_rate_basis(p, DType::bf16), "bf16 at the nearest measured shape's 16-bit rate (compute.measured_16: measured)");
+  EXPECT_EQ(gemm_rate_basis(p, DType::bf16), "bf16 at the measured shapes' 16-bit rates, time linear in m between them (compute.measured_16: measured)");
   EXPECT_NEAR(gemm_seconds(p, DType::bf16, 64, 64, 64), gemm_seconds(p, DType::f32, 64, 64, 64) / 3, 1e-15);
-  EXPECT_NEAR(gemm_seconds(p, DType::bf16, 1000, 1000, 1000), gemm_seconds(p, DType::f32, 1000, 1000, 1000) / 1.5, 1e-12);
+  EXPECT_NEAR(gemm_seconds(p, DType::bf16, 1024, 1000, 1000), gemm_seconds(p, DType::f32, 1024, 1000, 1000) / 1.5, 1e-12);
   // It survives a round trip; a bad point is refused by name.
   EXPECT_EQ(parse_profile(to_json(p), "round trip").compute.measured_16, p.compute.measured_16);
   p.compute.measured_16[1].gflops = 0;

@@ -27,14 +27,15 @@ struct ComputeModel {
   double peak_gflops_f32 = 0;  // per rank, dense GEMM peak
   double peak_gflops_f64 = 0;
   double peak_gflops_16 = 0;   // bf16 / f16 with fp32 accumulation; 0 = as f32 (no 16-bit units)
-  /// Measured f32 rates. When not empty, a GEMM's rate is taken from the nearest measured
-  /// shape (distance in log m, log n, log k), scaled by peak_f64 / peak_f32 for f64 (and peak_16 / peak_f32 for bf16, f16
-  /// when measured_16 is empty).
+  /// Measured f32 rates. When not empty, a GEMM's time comes from the measured rows of m on
+  /// either side of its m (each at its shape nearest in log n and log k), linear in m between
+  /// them (beyond the table's rows, the nearest row's rate), scaled by peak_f64 / peak_f32 for
+  /// f64 (and peak_16 / peak_f32 for bf16, f16 when measured_16 is empty).
   std::vector<GemmPoint> measured;
   /// Measured 16-bit rates (bf16 operands, f32 accumulation: on CPUs the path the measuring
   /// process ran, oneDNN's matmul or widened to f32 for sgemm), usually on the
-  /// shapes of `measured`. When not empty (and `measured` is not), a bf16 or f16 GEMM takes the
-  /// nearest of these as it is: the 16-bit speed-up varies with the shape (2.6x to 4.4x over f32
+  /// shapes of `measured`. When not empty (and `measured` is not), a bf16 or f16 GEMM takes its
+  /// time from these as from `measured`, unscaled: the 16-bit speed-up varies with the shape (2.6x to 4.4x over f32
   /// on the layer shapes here, 1.6x at 256 cubed), which one ratio cannot carry.
   std::vector<GemmPoint> measured_16;
   /// Otherwise a roofline with tile and wave quantisation: the GEMM is cut into

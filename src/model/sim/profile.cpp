@@ -355,25 +355,48 @@ MachineProfile load_profile(const std::string& name_or_path) {
   throw Error(ErrorCode::io, message);
 }
 
+namespace {
+
+// A measured table's time for one GEMM: within the measured rows of m on either side of it (each
+// at its shape nearest in log n and log k), linear in m; beyond the table's rows of m, the nearest
+// row's rate. A GEMM of few rows reads all of B whatever m is, so its time is a fixed cost plus a
+// cost per row, not a rate: a calibration on an Intel Xeon (one core a rank, 2026-12-06) took
+// 4x1024x1024 at 18 GFLOP/s and 16x1024x1024 at 55, and an 8-row GEMM, equally near both in
+// log m, took whichever came first, 18: a decode-sized gemm_ar 16x2048x2048 cut into two 8-row
+// ring blocks was predicted at 3.76 ms and ran in 2.07 (shared memory, 2 ranks). Linear in time,
+// 8 rows run at 33.
+double table_seconds(const std::vector<GemmPoint>& table, double scale, int64_t m, int64_t n, int64_t k) {
+  const auto nk_distance = [&](const GemmPoint& pt) {
+    return std::pow(std::log2(double(n) / double(pt.n)), 2) + std::pow(std::log2(double(k) / double(pt.k)), 2);
+  };
+  // The row of m at or below (above) m, the nearest such; in it the shape nearest in n and k.
+  const GemmPoint* below = nullptr;
+  const GemmPoint* above = nullptr;
+  for (const GemmPoint& pt : table) {
+    if (pt.m <= m && (!below || pt.m > below->m || (pt.m == below->m && nk_distance(pt) < nk_distance(*below))))
+      below = &pt;
+    if (pt.m >= m && (!above || pt.m < above->m || (pt.m == above->m && nk_distance(pt) < nk_distance(*above))))
+      above = &pt;
+  }
+  const auto seconds_at = [&](const GemmPoint& pt, double rows) {
+    return 2.0 * rows * double(n) * double(k) / (pt.gflops * scale * 1e9);
+  };
+  if (!below) return seconds_at(*above, double(m));
+  if (!above || above->m == below->m) return seconds_at(*below, double(m));
+  const double lo = seconds_at(*below, double(below->m)), hi = seconds_at(*above, double(above->m));
+  return lo + (hi - lo) * double(m - below->m) / double(above->m - below->m);
+}
+
+}  // namespace
+
 double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, int64_t k) {
   const ComputeModel& c = p.compute;
   if (m <= 0 || n <= 0 || k <= 0) return c.launch_s;  // an empty GEMM costs only its call
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const DtypeRate rate = dtype_rate(c, dtype);
-  const double dtype_scale = rate.scale;
-  double gflops = 0;
+  double compute_s = 0;
   if (rate.table) {
-    // The nearest measured shape in log space: GEMM efficiency varies with the logarithm of a size.
-    double best = 1e300;
-    for (const GemmPoint& pt : *rate.table) {
-      const double d = std::pow(std::log2(double(m) / double(pt.m)), 2) + std::pow(std::log2(double(n) / double(pt.n)), 2) +
-                       std::pow(std::log2(double(k) / double(pt.k)), 2);
-      if (d < best) {
-        best = d;
-        gflops = pt.gflops;
-      }
-    }
-    gflops *= dtype_scale;
+    compute_s = table_seconds(*rate.table, rate.scale, m, n, k);
   } else {
     // Roofline with tile and wave quantisation.
     const double tiles = std::ceil(double(m) / double(c.tile_m)) * std::ceil(double(n) / double(c.tile_n));
@@ -382,11 +405,10 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
     // Edge tiles compute padding too: the useful fraction of the tiled area.
     const double padding = (double(m) * double(n)) / (std::ceil(double(m) / double(c.tile_m)) * double(c.tile_m) *
                                                       std::ceil(double(n) / double(c.tile_n)) * double(c.tile_n));
-    gflops = c.peak_gflops_f32 * dtype_scale * c.efficiency * fill * padding;
+    compute_s = flops / (c.peak_gflops_f32 * rate.scale * c.efficiency * fill * padding * 1e9);
   }
   const double elem = double(dtype_size(dtype));
   const double bytes = elem * (double(m) * double(k) + double(k) * double(n) + double(m) * double(n));
-  const double compute_s = flops / (gflops * 1e9);
   const double memory_s = bytes / (c.memory_GBps * 1e9);
   // Measured rates were timed as whole calls, so they already include the call's cost.
   return (c.measured.empty() ? c.launch_s : 0.0) + std::max(compute_s, memory_s);
@@ -410,9 +432,10 @@ std::string gemm_rate_basis(const MachineProfile& p, DType dtype) {
     else o << gflops << " GFLOP/s";
     o << " peak per rank";
   } else {
-    o << "the nearest measured shape's "
-      << (r.table == &c.measured_16 ? "16-bit rate" : r.scale == 1 ? "rate" : "f32 rate");
+    o << "the measured shapes' "
+      << (r.table == &c.measured_16 ? "16-bit rates" : r.scale == 1 ? "rates" : "f32 rates");
     if (r.scale != 1) o << std::setprecision(3) << " x " << r.scale;
+    o << ", time linear in m between them";
   }
   const std::string field = r.table == &c.measured && r.scale == 1 ? "compute.measured" : r.field;
   const std::string why = kind(r.as_f32 ? "compute.peak_gflops_16" : field);
