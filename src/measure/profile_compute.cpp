@@ -145,7 +145,7 @@ ComputeResult measure_compute(MPI_Comm comm, ProfileEffort effort, const Profile
   r.sample_s = r.sharing.outnumbered() ? kSharedSampleS : kSampleS;
   // The three largest shapes (17 to 34 GFLOP) would double the grid's time (10 passes of 66 GFLOP
   // per rank take ~9.5 s at 70 GFLOP/s, ~19 s on a core half as fast). Rates have flattened out
-  // well before them, and the simulator gives them the rate of the largest measured row of m.
+  // well before them, and the simulator gives them the rate of the nearest measured shape.
   r.max_flops = effort.quick() ? 2.2e9 : 8.6e9;
   r.passes = effort.quick() ? 3 : 9;
   r.dgemm_n = effort.brief() ? 256 : effort.quick() ? 512 : 1024;

@@ -179,23 +179,30 @@ void Race::start_round(int passes) {
 // faster than serial, beyond the fastest call: under four serial calls, said in the bound. Only
 // where the leader would win: a race that keeps serial anyway settles at once.
 //
-// The leader may also be a candidate whose one call so far was its warm-up, where the bound ended
-// round 0 before its counted call: a warm-up that beats serial's counted calls is the lead of a
-// call that is usually the slowest, so it earns the confirmation (not the win: its warm-up is
-// still not counted, it is judged on the confirmation's two calls). On the 2 Gbit/s switch at 4
-// ranks on 2 cores, gemm_ar 256x1024x1024's fused 2-piece schedules took 11-31 ms a call against
-// serial's 7.3 and spent the bound by call 12, while 8 pieces along both axes had run once, in
-// 6.7 ms, and never again: serial was kept, 13% slower than the best.
+// Where no candidate with a counted call would win and the bound ended the race, the leader may
+// also be one the bound stopped after its warm-up (one call, recorded): a warm-up that beats
+// serial's counted calls is the lead of a call that is usually the slowest, so it earns the
+// confirmation, never the win: its warm-up is still not counted, and it is judged on the
+// confirmation's two calls (too few for a spread of its own: the noise is the guard or what
+// serial's calls show). Its two calls are not bounded by serial's: only its warm-up was faster.
+// On the 2 Gbit/s switch at 4 ranks on 2 cores, gemm_ar 256x1024x1024's fused 2-piece schedules
+// took 11-31 ms a call against serial's 7.3 and spent the bound by call 12, while 8 pieces along
+// both axes had run once, in 6.7 ms, and never again: serial was kept, 13% slower than the best.
 void Race::settle_or_confirm(const char* why) {
-  std::size_t leader = 0;
   const std::vector<bool> may_win = eligible();
-  const auto may_lead = [&](std::size_t c) { return may_win[c] || (medians_[c] > 0 && has_counted_call(0)); };
-  for (std::size_t c : field_)
-    if (c != 0 && may_lead(c) && (leader == 0 || medians_[c] < medians_[leader])) leader = c;
+  const auto fastest = [&](auto&& among) {
+    std::size_t best = 0;  // 0: none
+    for (std::size_t c : field_)
+      if (c != 0 && among(c) && (best == 0 || medians_[c] < medians_[best])) best = c;
+    return best;
+  };
+  const auto beats_serial = [&](std::size_t c) { return c != 0 && medians_[c] < medians_[0] * (1 - noise_); };
+  std::size_t leader = fastest([&](std::size_t c) { return bool(may_win[c]); });
+  if (!beats_serial(leader) && over_bound_ && has_counted_call(0))
+    leader = fastest([&](std::size_t c) { return calls_[c] == 1 && samples_[c].size() == 1; });
   const auto thin = [&](std::size_t c) { return counted(samples_[c]).size() < kSpreadCalls; };
-  const bool would_win = leader != 0 && medians_[leader] < medians_[0] * (1 - noise_);
   const bool room = used_ + 2 * kCallsPerRound <= budget_;
-  if (!would_win || per_ != kCallsPerRound || !(thin(0) || thin(leader)) || !room) return settle(why);
+  if (!beats_serial(leader) || per_ != kCallsPerRound || !(thin(0) || thin(leader)) || !room) return settle(why);
   confirming_ = true;
   confirm_reason_ = why;
   field_ = {0, leader};

@@ -16,9 +16,10 @@
 //             serial but has fewer than three counted calls, or against a serial that has fewer,
 //             first runs the two of them twice more, interleaved, and judges on that: at 4 ranks
 //             on 2 cores a candidate 22% ahead on one counted call won and ran 21% slower than
-//             serial after, and one 10% ahead on two ran 4% slower. A candidate the bound stopped
-//             after its warm-up may lead into the confirmation (beside a serial with a counted
-//             call), never win on the warm-up
+//             serial after, and one 10% ahead on two ran 4% slower. Where the bound ended it and
+//             no candidate with a counted call would win, one the bound stopped after its
+//             warm-up may lead into the confirmation (beside a serial with a counted call),
+//             never win on the warm-up
 //
 // Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
 // noise guard, so it needs as many counted calls as the winner. A candidate more than twice
@@ -30,8 +31,9 @@
 // passes every call's agreed time (the slowest rank's, account()), and the race ends at the call
 // where the calls so far cost more than `excess_calls` of serial's calls beyond the fastest call
 // seen (serial's fastest agreed call is the unit). So the race costs at most that, plus the one
-// call that crossed it, plus a confirmation (two calls each of serial and a leader faster than
-// serial: under four serial calls), beyond running its fastest candidate from the first call
+// call that crossed it, plus a confirmation (two calls each of serial and a leader whose earlier
+// calls were faster than serial's: under four serial calls where its two are too), beyond
+// running its fastest candidate from the first call
 // (docs/planner.md, "What first use costs"). The bound does not cut a confirmation short.
 //
 // Plain logic, no MPI: the caller runs the calls, feeds the times, and agrees the round's

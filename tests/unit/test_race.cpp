@@ -358,6 +358,16 @@ TEST(Race, AWarmUpThatBeatsSerialIsConfirmedNotCrowned) {
   run_accounted(fluke, [&](std::size_t c, std::size_t) { return c == 4 && ++nth[c] > 1 ? 8.0 : t[c]; });
   EXPECT_TRUE(fluke.confirmed()) << fluke.stop_reason();
   EXPECT_EQ(winner_of(fluke, fluke.noise()), 0u);
+  // Where a candidate with a counted call would win (candidate 1 at 6.9), it is the one confirmed,
+  // not a lower warm-up.
+  std::vector<double> led = t;
+  led[1] = 6.9;
+  Race counted_lead(led.size(), 26, 0.03, 8);
+  run_accounted(counted_lead, [&](std::size_t c, std::size_t) { return led[c]; });
+  EXPECT_TRUE(counted_lead.confirmed()) << counted_lead.stop_reason();
+  EXPECT_EQ(counted_lead.field(), (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(counted_lead.calls()[4], 1);
+  EXPECT_EQ(winner_of(counted_lead, counted_lead.noise()), 1u);
 }
 
 // Where the race would keep serial anyway, it settles at once: nothing to confirm.

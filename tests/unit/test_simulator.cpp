@@ -589,9 +589,9 @@ TEST(Profile, RooflineQuantisesTilesAndWaves) {
   EXPECT_NEAR(uneven, 2.0 * 5 * 128 * 128 * 1024 / (100e9 * 5.0 / 8.0), 1e-12);
 }
 
-// A measured table gives a GEMM the time of its rows of m on either side, linear in m between
-// them (a fixed cost of reading B plus a cost per row), each row at its shape nearest in n and k;
-// beyond the rows, the nearest row's rate. The numbers are made up, not measured.
+// A measured table gives a GEMM, in the column of (n, k) nearest its own, the time of the rows of
+// m on either side, linear in m between them (a fixed cost of reading B plus a cost per row);
+// elsewhere, the nearest measured shape's rate. The numbers are made up, not measured.
 TEST(Profile, MeasuredTableIsLinearInTimeAlongM) {
   MachineProfile p = test_profile();
   p.compute.memory_GBps = 1e9;  // not memory-bound
@@ -601,7 +601,7 @@ TEST(Profile, MeasuredTableIsLinearInTimeAlongM) {
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 4, 1024, 1024), at(4, 1024, 1024, 20), 1e-15);
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 16, 1024, 1024), at(16, 1024, 1024, 60), 1e-15);
   // Between rows: a third of the way from 4 to 16 rows is a third of the way in time, not either
-  // row's rate (8 rows at 20 GFLOP/s would take 1.5x this; at 60, half of it).
+  // row's rate (8 rows at 20 GFLOP/s would take 1.8x this; at 60, 0.6x).
   const double t4 = at(4, 1024, 1024, 20), t16 = at(16, 1024, 1024, 60);
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 8, 1024, 1024), t4 + (t16 - t4) / 3, 1e-15);
   EXPECT_LT(gemm_seconds(p, DType::f32, 8, 1024, 1024), at(8, 1024, 1024, 20));
@@ -609,13 +609,16 @@ TEST(Profile, MeasuredTableIsLinearInTimeAlongM) {
   // The column nearest in n and k, its times scaled to the GEMM's own n and k.
   const double s4 = at(4, 300, 200, 40), s16 = at(16, 300, 200, 80);
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 10, 300, 200), s4 + (s16 - s4) / 2, 1e-15);
-  // Beyond the rows: the nearest row's rate.
+  // Beyond the rows: the nearest shape's rate.
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 1, 1024, 1024), at(1, 1024, 1024, 20), 1e-15);
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 4096, 1024, 1024), at(4096, 1024, 1024, 60), 1e-15);
-  // Rows of different columns: each row its own nearest shape.
-  p.compute.measured = {{4, 1024, 1024, 20}, {16, 256, 256, 80}};
-  const double u4 = at(4, 512, 512, 20), u16 = at(16, 512, 512, 80);
-  EXPECT_NEAR(gemm_seconds(p, DType::f32, 7, 512, 512), u4 + (u16 - u4) / 4, 1e-15);
+  // A table of one shape a row (cofuse profile --quick): the nearest column's rows alone, not a
+  // row whose only shape is far off in n and k (here 64x256x128 for a 64x1024x1024 GEMM, which
+  // is below the column's rows: the nearest shape, 256x1024x1024).
+  p.compute.measured = {{16, 1024, 512, 30}, {64, 256, 128, 90}, {256, 1024, 1024, 120}, {1024, 1024, 1024, 150}};
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 64, 1024, 1024), at(64, 1024, 1024, 120), 1e-15);
+  const double v256 = at(256, 1024, 1024, 120), v1024 = at(1024, 1024, 1024, 150);
+  EXPECT_NEAR(gemm_seconds(p, DType::f32, 512, 1024, 1024), v256 + (v1024 - v256) / 3, 1e-15);
   // Memory still bounds it from below.
   p.compute.memory_GBps = 1e-3;
   EXPECT_NEAR(gemm_seconds(p, DType::f32, 8, 64, 64), 4.0 * (8 * 64 + 64 * 64 + 8 * 64) / 1e6, 1e-9);

@@ -27,9 +27,9 @@ struct ComputeModel {
   double peak_gflops_f32 = 0;  // per rank, dense GEMM peak
   double peak_gflops_f64 = 0;
   double peak_gflops_16 = 0;   // bf16 / f16 with fp32 accumulation; 0 = as f32 (no 16-bit units)
-  /// Measured f32 rates. When not empty, a GEMM's time comes from the measured rows of m on
-  /// either side of its m (each at its shape nearest in log n and log k), linear in m between
-  /// them (beyond the table's rows, the nearest row's rate), scaled by peak_f64 / peak_f32 for
+  /// Measured f32 rates. When not empty, a GEMM's time comes from the column of the measured
+  /// (n, k) nearest its own (in log n and log k): the rows of m on either side of its m, linear
+  /// in m between them (elsewhere, the rate of the nearest shape in log m, log n, log k), scaled by peak_f64 / peak_f32 for
   /// f64 (and peak_16 / peak_f32 for bf16, f16 when measured_16 is empty).
   std::vector<GemmPoint> measured;
   /// Measured 16-bit rates (bf16 operands, f32 accumulation: on CPUs the path the measuring

@@ -357,32 +357,49 @@ MachineProfile load_profile(const std::string& name_or_path) {
 
 namespace {
 
-// A measured table's time for one GEMM: within the measured rows of m on either side of it (each
-// at its shape nearest in log n and log k), linear in m; beyond the table's rows of m, the nearest
-// row's rate. A GEMM of few rows reads all of B whatever m is, so its time is a fixed cost plus a
-// cost per row, not a rate: a calibration on an Intel Xeon (one core a rank, 2026-12-06) took
-// 4x1024x1024 at 18 GFLOP/s and 16x1024x1024 at 55, and an 8-row GEMM, equally near both in
-// log m, took whichever came first, 18: a decode-sized gemm_ar 16x2048x2048 cut into two 8-row
-// ring blocks was predicted at 3.76 ms and ran in 2.07 (shared memory, 2 ranks). Linear in time,
-// 8 rows run at 33.
+// A measured table's time for one GEMM. In the column of the table's (n, k) nearest the GEMM's
+// (in log n and log k; the first of equals), between the rows of m on either side of its m: their
+// times, linear in m. Elsewhere (beyond the column's rows, or a column of one row): the rate of
+// the nearest measured shape in log m, log n and log k. A GEMM of few rows reads all of B whatever
+// m is, so its time is a fixed cost plus a cost per row, not a rate: a calibration on an Intel
+// Xeon (one core a rank, 2026-12-06) took 4x1024x1024 at 18 GFLOP/s and 16x1024x1024 at 55, and
+// an 8-row GEMM, equally near both in log m, took whichever came first, 18: a decode-sized gemm_ar
+// 16x2048x2048 cut into two 8-row ring blocks was predicted at 3.76 ms and ran in 2.07 (shared
+// memory, 2 ranks). Linear in time, 8 rows run at 33. One column, not each row's nearest shape: a
+// table of one shape a row (`cofuse profile --quick`) would otherwise mix in a row whose only
+// shape is 4-8x off in n and k.
 double table_seconds(const std::vector<GemmPoint>& table, double scale, int64_t m, int64_t n, int64_t k) {
+  const auto log_distance = [](double a, double b) { return std::pow(std::log2(a / b), 2); };
   const auto nk_distance = [&](const GemmPoint& pt) {
-    return std::pow(std::log2(double(n) / double(pt.n)), 2) + std::pow(std::log2(double(k) / double(pt.k)), 2);
+    return log_distance(double(n), double(pt.n)) + log_distance(double(k), double(pt.k));
   };
-  // The row of m at or below (above) m, the nearest such; in it the shape nearest in n and k.
-  const GemmPoint* below = nullptr;
-  const GemmPoint* above = nullptr;
-  for (const GemmPoint& pt : table) {
-    if (pt.m <= m && (!below || pt.m > below->m || (pt.m == below->m && nk_distance(pt) < nk_distance(*below))))
-      below = &pt;
-    if (pt.m >= m && (!above || pt.m < above->m || (pt.m == above->m && nk_distance(pt) < nk_distance(*above))))
-      above = &pt;
-  }
   const auto seconds_at = [&](const GemmPoint& pt, double rows) {
     return 2.0 * rows * double(n) * double(k) / (pt.gflops * scale * 1e9);
   };
-  if (!below) return seconds_at(*above, double(m));
-  if (!above || above->m == below->m) return seconds_at(*below, double(m));
+  const GemmPoint* column = &table.front();
+  const GemmPoint* shape = &table.front();  // the nearest in all three
+  double column_d = nk_distance(*column), shape_d = column_d + log_distance(double(m), double(shape->m));
+  for (const GemmPoint& pt : table) {
+    const double d = nk_distance(pt);
+    if (d < column_d) {
+      column_d = d;
+      column = &pt;
+    }
+    if (const double all = d + log_distance(double(m), double(pt.m)); all < shape_d) {
+      shape_d = all;
+      shape = &pt;
+    }
+  }
+  // The column's rows of m at or below m and at or above it, the nearest of each.
+  const GemmPoint* below = nullptr;
+  const GemmPoint* above = nullptr;
+  for (const GemmPoint& pt : table) {
+    if (pt.n != column->n || pt.k != column->k) continue;
+    if (pt.m <= m && (!below || pt.m > below->m)) below = &pt;
+    if (pt.m >= m && (!above || pt.m < above->m)) above = &pt;
+  }
+  if (!below || !above) return seconds_at(*shape, double(m));
+  if (above->m == below->m) return seconds_at(*below, double(m));
   const double lo = seconds_at(*below, double(below->m)), hi = seconds_at(*above, double(above->m));
   return lo + (hi - lo) * double(m - below->m) / double(above->m - below->m);
 }
