@@ -29,14 +29,16 @@ struct ComputeModel {
   double peak_gflops_16 = 0;   // bf16 / f16 with fp32 accumulation; 0 = as f32 (no 16-bit units)
   /// Measured f32 rates. When not empty, a GEMM's time comes from the column of the measured
   /// (n, k) nearest its own (in log n and log k): the rows of m on either side of its m, linear
-  /// in m between them (elsewhere, the rate of the nearest shape in log m, log n, log k), scaled by peak_f64 / peak_f32 for
-  /// f64 (and peak_16 / peak_f32 for bf16, f16 when measured_16 is empty).
+  /// in m between them (elsewhere, the rate of the nearest shape in log m, log n, log k), scaled
+  /// by peak_f64 / peak_f32 for f64 (and peak_16 / peak_f32 for bf16, f16 when measured_16 is
+  /// empty).
   std::vector<GemmPoint> measured;
   /// Measured 16-bit rates (bf16 operands, f32 accumulation: on CPUs the path the measuring
   /// process ran, oneDNN's matmul or widened to f32 for sgemm), usually on the
   /// shapes of `measured`. When not empty (and `measured` is not), a bf16 or f16 GEMM takes its
-  /// time from these as from `measured`, unscaled: the 16-bit speed-up varies with the shape (2.6x to 4.4x over f32
-  /// on the layer shapes here, 1.6x at 256 cubed), which one ratio cannot carry.
+  /// time from these as from `measured`, unscaled: the 16-bit speed-up varies with the shape
+  /// (2.6x to 4.4x over f32 on the layer shapes here, 1.6x at 256 cubed), which one ratio cannot
+  /// carry.
   std::vector<GemmPoint> measured_16;
   /// Otherwise a roofline with tile and wave quantisation: the GEMM is cut into
   /// ceil(m/tile_m)·ceil(n/tile_n) tiles run `units` at a time, each at peak·efficiency / units,

@@ -409,7 +409,6 @@ double table_seconds(const std::vector<GemmPoint>& table, double scale, int64_t 
 double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, int64_t k) {
   const ComputeModel& c = p.compute;
   if (m <= 0 || n <= 0 || k <= 0) return c.launch_s;  // an empty GEMM costs only its call
-  const double flops = 2.0 * double(m) * double(n) * double(k);
   const DtypeRate rate = dtype_rate(c, dtype);
   double compute_s = 0;
   if (rate.table) {
@@ -422,6 +421,7 @@ double gemm_seconds(const MachineProfile& p, DType dtype, int64_t m, int64_t n, 
     // Edge tiles compute padding too: the useful fraction of the tiled area.
     const double padding = (double(m) * double(n)) / (std::ceil(double(m) / double(c.tile_m)) * double(c.tile_m) *
                                                       std::ceil(double(n) / double(c.tile_n)) * double(c.tile_n));
+    const double flops = 2.0 * double(m) * double(n) * double(k);
     compute_s = flops / (c.peak_gflops_f32 * rate.scale * c.efficiency * fill * padding * 1e9);
   }
   const double elem = double(dtype_size(dtype));
