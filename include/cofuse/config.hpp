@@ -32,13 +32,15 @@ inline constexpr std::string_view kProfile = "calibrated";
 /// shipped profile of this project's host over shared memory.
 inline constexpr std::string_view kUncalibratedProfile = "this-host-shm";
 /// The most calls an `auto` Operation's race spends measuring its candidates before it settles
-/// (0 = never: the model's choice, or the tuning database's, is final). 32: the whole race of
+/// (0 = never: the model's choice, or the tuning database's, is final). 64: the whole race of
 /// eight candidates (serial, the best other unfused way, the model's best six overlapped):
-/// 16 calls for two of each, 8-10 for the better half, 4-6 for the last two or three
-/// (tune/race.hpp). Round-robin tuning with 12 calls (two counted of four candidates) left the
-/// online pick more than 3% slower than serial in 3 of 10 cases on shared memory
-/// (bench/planner_eval.py).
-inline constexpr int kAutotuneCalls = 32;
+/// 16 calls for two of each, 8-10 for the better half, then its refine step (two calls each of
+/// serial, the survivors and up to seven neighbours of the leader: 18-22) and two rounds of
+/// their better half, so that the winner has three counted calls (tune/race.hpp). Round-robin
+/// tuning with 12 calls (two counted of four candidates) left the online pick more than 3%
+/// slower than serial in 3 of 10 cases on shared memory (bench/planner_eval.py). The excess
+/// bound (below) ends a race that costs more than it can win, whatever is left of this.
+inline constexpr int kAutotuneCalls = 64;
 /// The race's excess bound, in serial calls: it ends at the call where its calls so far took
 /// more than this many of serial's calls beyond its fastest call (tune/race.hpp), so a short
 /// job pays for tuning at most this, plus one call and a confirmation of its leader (under four

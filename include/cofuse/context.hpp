@@ -60,9 +60,10 @@ struct OperationOptions {
   std::string profile;
   /// The race's call budget: the most calls spent measuring before settling (successive
   /// halving, tune/race.hpp: two calls of every candidate, each one's first a warm-up, then two
-  /// of the better half, and so on, stopping early when the rest trail by more than the noise).
-  /// < 0: config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else config::kAutotuneCalls = 32:
-  /// the whole race of 8 candidates). 0: off, the planner's choice is final. A budget short of
+  /// of the better half, once two of up to seven neighbours of the best survivor (the refine
+  /// step), and so on, stopping early when the rest trail by more than the noise).
+  /// < 0: config::autotune_calls() ($COFUSE_AUTOTUNE_CALLS, else config::kAutotuneCalls = 64:
+  /// the whole race of 8 candidates and its refine step). 0: off, the planner's choice is final. A budget short of
   /// two calls per candidate races only the first ones (serial first); one too short for two
   /// candidates races none.
   int tune_calls = -1;

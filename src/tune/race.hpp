@@ -12,6 +12,16 @@
 //             slower than the leader by more than the noise, or when the budget cannot pay for
 //             the next round; the winner must beat serial by the noise (the guard, or the calls'
 //             spread where it is larger)
+//   refine    once, after round 1: the caller's reserve of neighbours (set_reserve) of the
+//             best survivor that has them (an overlapped one: the same family and split, the
+//             other fusion and data layout, half and twice its pieces) joins serial and the
+//             survivors (the leader alone where one is left or the rest trail it by the noise)
+//             for a round of two calls each, unless serial beats it by the noise; the halving
+//             goes on from there, and a neighbour decides nothing before it has three counted
+//             calls. The model ranks a family's cuts within a few percent of one another where
+//             they measure 10-25% apart: on 2 netlab hosts of 2 ranks the race kept a fused
+//             16-piece two-level ring (34.3 ms) for ag_gemm 1024x1024x2048 beside an unfused
+//             one of 4 pieces, ranked 17th, that ran 28.6 ms
 //   confirm   a race that stops (the excess bound, the budget) with a leader that would beat
 //             serial but has fewer than three counted calls, or against a serial that has fewer,
 //             first runs the two of them twice more, interleaved, and judges on that: at 4 ranks
@@ -22,9 +32,11 @@
 //             never win on the warm-up
 //
 // Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
-// noise guard, so it needs as many counted calls as the winner. A candidate more than twice
-// the leader's median is dropped whatever the halving says (it cannot win, and every call of it
-// costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
+// noise guard, so it needs as many counted calls as the winner; but once a candidate with
+// three counted calls beats it by twice the noise (serial having three too), its median stands
+// and it sits the rounds out, as its calls could only cost the caller. A candidate more than
+// twice the leader's median is dropped whatever the halving says (it cannot win, and every call
+// of it costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
 // spreads, the same on every rank), so every rank runs the same candidate at every call.
 //
 // The excess bound: a short job must not pay more for the race than it can win. The caller
@@ -104,6 +116,17 @@ class Race {
   /// Whether the race confirmed its leader before settling (the confirm step above).
   bool confirmed() const { return confirming_; }
 
+  /// The refine step's reserve: per candidate (index order; missing = none), how many neighbours
+  /// the caller holds for it. When a round refines around candidate c, reserve[c] candidates
+  /// join as the last ones (indices candidates() - reserve[c] on), the caller's neighbours of c
+  /// in its order; the caller runs them from then on.
+  void set_reserve(std::vector<std::size_t> reserve) { reserve_ = std::move(reserve); }
+  /// How many candidates the race holds now (grows by a refinement).
+  std::size_t candidates() const { return samples_.size(); }
+  /// The candidate the race refined around (its neighbours joined), or 0 where it did not.
+  /// The stop reason then ends "(after a round of the neighbours of candidate N)".
+  std::size_t refined_around() const { return refined_around_; }
+
   /// Calls per candidate per round.
   static constexpr int kCallsPerRound = 2;
   /// A candidate slower than the leader by more than this factor is dropped.
@@ -111,9 +134,11 @@ class Race {
 
  private:
   void start_round(int passes);  // every candidate of the field `passes` times, interleaved
+  bool serial_beaten() const;    // serial sits the round out (race.cpp)
   void settle(const std::string& why);
   void settle_or_confirm(const char* why);  // settle, or first confirm a thinly measured leader
   bool has_counted_call(std::size_t c) const;  // a call beyond its warm-up (any call, where each is counted)
+  bool refine(const std::vector<std::size_t>& kept, bool decided);  // the refine round, where it may run
 
   int budget_;
   double noise_guard_;
@@ -138,6 +163,8 @@ class Race {
   std::vector<std::vector<double>> samples_;  // this rank's times per candidate, warm-up first
   std::vector<int> calls_;
   std::vector<double> medians_;  // agreed, as of the last closed round
+  std::vector<std::size_t> reserve_;  // neighbours the caller holds, per candidate
+  std::size_t refined_around_ = 0;    // 0: no refinement yet
 };
 
 }  // namespace cofuse::detail

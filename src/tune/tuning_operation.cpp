@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <iomanip>
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include "cofuse/config.hpp"
@@ -37,6 +36,7 @@
 #include "measure/text.hpp"
 #include "measure/timing.hpp"
 #include "tune/race.hpp"
+#include "tune/race_candidates.hpp"
 #include "tune/winner.hpp"
 
 namespace cofuse {
@@ -52,46 +52,6 @@ const char* to_string(SettledBy s) {
 }
 
 namespace {
-
-// The overlapped candidates raced beside the baselines, in the model's order: its best of each way
-// of moving the data (a library collective, cofuse's ring, direct exchange; flat or two-level)
-// first, then its best of each way of cutting the work (piece count and split) not yet in, then
-// its next best. The model is least sure between those families (a collective's cost under
-// overlap, the slow link's share): on 2 netlab hosts of 2 ranks it ranked three chunked library
-// all-reduces first for gemm_ar 1024^3, predicted 39 ms and measured 90 ms, while the two-level
-// ring below them ran in 40 ms. And it ties across variants of one cut: on a 2 Gbit/s shared
-// medium it predicted five 16-piece ag_gemm 2048x1024x256 schedules alike (8.59 ms) and raced
-// only those, while 8 pieces along both axes measured 6.9 ms against their 7.0-8.4.
-std::vector<const PlanCandidate*> to_measure(const std::vector<PlanCandidate>& ranked, int count) {
-  std::vector<bool> taken(ranked.size(), false);
-  std::set<std::pair<Algo, Topo>> families;
-  std::set<std::pair<int, Split>> cuts;
-  int left = count;
-  for (int pass = 0; pass < 3; ++pass)
-    for (std::size_t i = 0; i < ranked.size() && left > 0; ++i) {
-      const Schedule& s = ranked[i].schedule;
-      if (taken[i] || s.overlap == Overlap::none) continue;  // the unfused baselines race anyway
-      if (pass == 0 && families.count({s.algo, s.topo})) continue;
-      if (pass == 1 && cuts.count({s.chunks, s.split})) continue;
-      families.insert({s.algo, s.topo});
-      cuts.insert({s.chunks, s.split});
-      taken[i] = true;
-      --left;
-    }
-  std::vector<const PlanCandidate*> out;
-  for (std::size_t i = 0; i < ranked.size(); ++i)
-    if (taken[i]) out.push_back(&ranked[i]);
-  return out;
-}
-
-// The best unfused way besides serial (cofuse's ring, direct exchange, the two-level ring), as
-// the model ranks them: a user who does not overlap still picks the faster transport, so the
-// race must beat that too. Null when the model offers none.
-const PlanCandidate* best_unfused(const std::vector<PlanCandidate>& ranked) {
-  for (const PlanCandidate& c : ranked)
-    if (c.schedule.overlap == Overlap::none && c.schedule != serial_schedule()) return &c;
-  return nullptr;
-}
 
 // Doubles travel as hexadecimal text: exact, so every rank holds rank 0's very numbers.
 std::string exact(double v) {
@@ -120,10 +80,11 @@ std::vector<std::string> broadcast_fields(MPI_Comm comm, int rank, const std::ve
 
 std::string ms(double seconds) { return measure::fixed(seconds * 1e3, 3) + " ms"; }
 
-// What rank 0 broadcasts: these fields, then four per candidate beside serial (schedule, name,
-// prediction, the model's uncorrected prediction).
+// What rank 0 broadcasts: these fields, then five per candidate beside serial (schedule, name,
+// prediction, the model's uncorrected prediction, and "" for a raced one or, for one of the
+// refine step's reserve, the raced candidate it neighbours: its index among the candidates).
 constexpr std::size_t kChoiceFields = 13;
-constexpr std::size_t kCandidateFields = 4;
+constexpr std::size_t kCandidateFields = 5;
 
 
 // The backend of an `auto` Operation: the candidates' CPU operations, one of which runs a call.
@@ -194,6 +155,7 @@ class TuningOperation final : public detail::OperationBackend {
   template <typename Call>
   RunStats run_one(Call call);
   void close_round();
+  void add_neighbours();
   void account(double seconds);
   void record(const std::vector<detail::MeasuredCandidate>& measured);
   // A warning from rank 0's tuning: said once, through the log.
@@ -215,6 +177,10 @@ class TuningOperation final : public detail::OperationBackend {
   std::optional<OpBuffers> bound_;                               // bind()'s buffers, for the race's calls
   detail::StartedWhole whole_;  // a call start() ran whole while tuning, until finish()
   double excess_floor_s_ = 0;  // the excess bound's floor in effect (rank 0's; 0: none)
+  // The refine step's reserve (race.hpp): each raced candidate's neighbours, by its index.
+  std::vector<std::pair<std::size_t, TunedCandidate>> reserve_;
+  MPI_Comm user_ = MPI_COMM_NULL;  // the caller's communicator and settings, for the neighbours' operations
+  ExecSettings exec_;
 };
 
 }  // namespace
@@ -284,9 +250,9 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
     // Another shape's winner (the database's nearest M) is a candidate, not a verdict: at small M
     // the GEMM library's own paths change between neighbouring sizes (OpenBLAS here: a 2-piece
     // schedule won at M=8 and was 1.5x slower than serial at M=16), so it races with the rest.
-    std::optional<Schedule> neighbours;
+    std::optional<Schedule> nearby_winner;
     if (choice.measured && choice.measured_nearby) {
-      neighbours = choice.schedule;
+      nearby_winner = choice.schedule;
       choice.measured = false;
       choice.why += " That winner was another shape's, so it races beside the model's candidates.";
     }
@@ -311,15 +277,19 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
               choice.measured ? "1" : "0", choice.schedule.to_string(), choice.name, exact(choice.predicted_s),
               exact(choice.serial_s), choice.why, choice.warning, exact(serial_model_s), exact(tune_excess), exact(excess_floor_s)};
     std::vector<const PlanCandidate*> racing;
-    if (!nothing_to_hide) racing = to_measure(choice.candidates, options.candidates);
-    if (neighbours && !nothing_to_hide && neighbours->overlap != Overlap::none)
+    if (!nothing_to_hide) racing = detail::to_measure(choice.candidates, options.candidates);
+    if (nearby_winner && !nothing_to_hide && nearby_winner->overlap != Overlap::none)
       for (const PlanCandidate& c : choice.candidates)
-        if (c.schedule == *neighbours && std::find(racing.begin(), racing.end(), &c) == racing.end())
+        if (c.schedule == *nearby_winner && std::find(racing.begin(), racing.end(), &c) == racing.end())
           racing.insert(racing.begin(), &c);
-    if (const PlanCandidate* unfused = best_unfused(choice.candidates); unfused && !racing.empty())
+    if (const PlanCandidate* unfused = detail::best_unfused(choice.candidates); unfused && !racing.empty())
       racing.insert(racing.begin(), unfused);
     for (const PlanCandidate* c : racing)
-      fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s), exact(c->model_s)});
+      fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s), exact(c->model_s), ""});
+    for (std::size_t i = 0; i < racing.size(); ++i)
+      for (const PlanCandidate* c : detail::neighbours_of(racing[i]->schedule, choice.candidates, racing))
+        fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s), exact(c->model_s),
+                                     std::to_string(i + 1)});
   }
   fields = broadcast_fields(comm_, rank_, fields);
   tune_calls = std::stoi(fields[0]);
@@ -347,11 +317,21 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   // predicted first; the race (tune/race.hpp) narrows them.
   std::vector<TunedCandidate>& candidates = report_.candidates;
   candidates.push_back({serial_schedule(), "serial", choice.serial_s, 0, 0, from_exact(fields[10])});
-  for (std::size_t i = kChoiceFields; i + kCandidateFields <= fields.size(); i += kCandidateFields)
-    candidates.push_back({*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0,
-                          from_exact(fields[i + 3])});
+  std::vector<std::size_t> reserve_counts;
+  for (std::size_t i = kChoiceFields; i + kCandidateFields <= fields.size(); i += kCandidateFields) {
+    TunedCandidate c{*Schedule::parse(fields[i]), fields[i + 1], from_exact(fields[i + 2]), 0, 0, from_exact(fields[i + 3])};
+    if (fields[i + 4].empty()) {
+      candidates.push_back(std::move(c));
+      continue;
+    }
+    const std::size_t of = std::stoul(fields[i + 4]);
+    if (reserve_counts.size() <= of) reserve_counts.resize(of + 1, 0);
+    ++reserve_counts[of];
+    reserve_.push_back({of, std::move(c)});
+  }
   race_ = std::make_unique<detail::Race>(candidates.size(), tune_calls, report_.noise_guard, report_.tune_excess,
                                          excess_floor_s_);
+  race_->set_reserve(reserve_counts);
   if (race_->settled()) {  // a budget too small for two candidates: the planner's choice
     candidates.clear();
     report_.stop_reason = race_->stop_reason();
@@ -361,6 +341,8 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   }
   report_.tune_calls = tune_calls;
   for (const TunedCandidate& c : candidates) ops_.push_back(detail::make_cpu_operation(desc_, user, c.schedule, options.exec));
+  user_ = user;
+  exec_ = options.exec;
   current_ = race_->next();
   report_.settled_by = SettledBy::tuning;
 }
@@ -418,6 +400,7 @@ void TuningOperation::close_round() {
   detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, numbers.data(), static_cast<int>(numbers.size()), MPI_DOUBLE, MPI_MAX, comm_),
                     "MPI_Allreduce");
   race_->close_round(numbers);
+  if (race_->candidates() > ops_.size()) add_neighbours();
   report_.rounds = race_->rounds();
   if (!race_->settled()) {
     current_ = race_->next();
@@ -445,6 +428,19 @@ void TuningOperation::close_round() {
   report_.excess_bound_s = race_->excess_bound();
   report_.settled_by = SettledBy::measurement;
   if (record_ && rank_ == 0) record(measured);
+}
+
+// The race refined around a candidate: its reserve joins, in the order the race numbered it, with
+// operations of its own (bound where the others are; every rank builds them at the same call).
+void TuningOperation::add_neighbours() {
+  const std::size_t around = race_->refined_around();
+  for (const auto& [of, candidate] : reserve_)
+    if (of == around) {
+      ops_.push_back(detail::make_cpu_operation(desc_, user_, candidate.schedule, exec_));
+      if (bound_) ops_.back()->bind(*bound_, Status::Ok());
+      report_.candidates.push_back(candidate);
+    }
+  reserve_.clear();
 }
 
 void TuningOperation::record(const std::vector<detail::MeasuredCandidate>& measured) {

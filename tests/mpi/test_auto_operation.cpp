@@ -114,6 +114,56 @@ struct OpCase {
   DType dtype;
 };
 
+// The refine step (tune/race.hpp) in real races. Shapes whose GEMM and reduction the shipped
+// profile predicts alike (so a noise guard of 0.4 still races: overlap_headroom_s) and a guard of
+// 0.4, so that serial rarely beats the best overlapped survivor by the noise, and the race refines
+// around it whatever the times, unless the unfused baseline alone survives round 1. The
+// neighbours' calls are right, every rank adds the same ones and settles alike, and each shares
+// its way of moving the data and its split with a raced overlapped candidate.
+TEST(AutoOperation, TheRefineStepRacesNeighboursOfTheBestSurvivor) {
+  const int p = test::world_size();
+  const OpCase cases[] = {{OpKind::gemm_rs, Axis::m, DType::f32}, {OpKind::gemm_rs, Axis::n, DType::f32},
+                          {OpKind::gemm_ar, Axis::none, DType::f32}};
+  const test::SharedTempDir dir("cofuse-refine");
+  int refined = 0, n = 0;
+  for (const OpCase& c : cases) {
+    const OpDesc d = desc_of(c.op, c.axis, c.dtype, 64 * p, 256 * p, 128 * p);
+    const uint64_t seed = test::run_seed() + 104729 * uint64_t(++n);
+    SCOPED_TRACE(d.to_string() + " | seed " + std::to_string(test::run_seed()) + " (COFUSE_TEST_SEED)");
+    OperationOptions o = tuning(dir.path() + "/tuning.json", 64);
+    o.candidates = 3;
+    o.noise_guard = 0.4;
+    Operation op = make_auto(d, o);
+    measure::Inputs in(d, seed, test::world_rank());
+    const Reference reference(d, in.a.data(), in.b.data(), MPI_COMM_WORLD);
+    const std::size_t raced = op.tuning()->candidates.size();
+    // The last case's calls run on buffers bound before the race: the neighbours' operations,
+    // made in the middle of it, are bound as they join.
+    const bool bound = n == 3;
+    if (bound) op.bind(in.buffers());
+    run_checked(op, in, reference, 64, {}, bound);
+    const TuningReport& t = *op.tuning();
+    ASSERT_TRUE(t.settled()) << op.explain();
+    expect_same_on_every_rank(verdict(op) + " | " + t.stop_reason, "the settled verdict");
+    if (t.settled_by != SettledBy::measurement || t.candidates.size() == raced) continue;  // the unfused baseline alone survived
+    ++refined;
+    EXPECT_NE(t.stop_reason.find("(after a round of the neighbours of candidate "), std::string::npos) << t.stop_reason;
+    for (std::size_t i = raced; i < t.candidates.size(); ++i) {
+      const Schedule& s = t.candidates[i].schedule;
+      bool near = false;
+      for (std::size_t j = 1; j < raced; ++j) {
+        const Schedule& r = t.candidates[j].schedule;
+        near = near || (r.overlap != Overlap::none && r.algo == s.algo && r.topo == s.topo && r.split == s.split);
+      }
+      EXPECT_TRUE(near) << s.to_string();
+      EXPECT_GE(t.candidates[i].calls, 2) << s.to_string();
+      EXPECT_GT(t.candidates[i].median_s, 0) << s.to_string();
+    }
+  }
+  // One rank has nothing to overlap: its races settle on the model.
+  if (p > 1) EXPECT_GE(refined, 1);
+}
+
 TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
   const int p = test::world_size();
   const OpCase cases[] = {{OpKind::ag_gemm, Axis::m, DType::f32}, {OpKind::ag_gemm, Axis::k, DType::f64},
@@ -158,9 +208,11 @@ TEST(AutoOperation, EveryCallWhileTuningIsCorrectAndEveryRankSettlesAlike) {
       most = std::max(most, t.calls);
     }
     EXPECT_EQ(measured, op.tuning()->calls_raced);
-    // Serial races to the end (the winner is judged against it), and so does the winner.
-    EXPECT_EQ(op.tuning()->candidates.front().calls, most) << op.explain();
-    EXPECT_EQ(op.tuning()->candidates[op.tuning()->winner].calls, most) << op.explain();
+    // Serial races until a candidate beats it by twice the noise on three counted calls (the
+    // winner is judged against it), and the winner is judged on three counted calls (its
+    // first is a warm-up), or on all the race had where it is the longest-running one.
+    EXPECT_GE(op.tuning()->candidates.front().calls, std::min(most, 4)) << op.explain();
+    EXPECT_GE(op.tuning()->candidates[op.tuning()->winner].calls, std::min(most, 4)) << op.explain();
     expect_same_on_every_rank(verdict(op), "the settled verdict");
     // Settled: the winner from now on, still right.
     const Schedule winner = op.schedule();
