@@ -265,7 +265,7 @@ def main():
     races = [r["online_race"] for r in rows if r.get("online_race") and r["online_race"].get("settled_by") == "measurement"]
     if races:
         cut = sum(1 for t in races if t.get("stop_reason", "").startswith("the excess bound is spent"))
-        confirmed = sum(1 for t in races if t.get("stop_reason", "").endswith("measured twice more"))
+        confirmed = sum(1 for t in races if "measured twice more" in t.get("stop_reason", ""))
         print(f"\nonline races: {len(races)}, ended by the excess bound: {cut}, leader confirmed: {confirmed}; calls raced median "
               f"{statistics.median(t['calls_raced'] for t in races)}; cost beyond the fastest call, in serial calls: median "
               f"{statistics.median(t['race_excess_s'] / max(t['candidates'][0]['median_ms'] * 1e-3, 1e-12) for t in races):.1f}")

@@ -48,8 +48,9 @@ struct TuningReport {
   /// (Context), so each of their reports names the same.
   double calibration_s = 0;
   /// The candidates raced (serial first, then the best other unfused way, then the model's best
-  /// overlapped schedules), with their medians once settled by measurement (a candidate
-  /// dropped early keeps the median it was dropped with); empty when it settled at once.
+  /// overlapped schedules, then the neighbours the race's refine step added, as they joined),
+  /// with their medians once settled by measurement (a candidate dropped early keeps the median
+  /// it was dropped with); empty when it settled at once.
   std::vector<TunedCandidate> candidates;
   std::size_t winner = 0;   // index into candidates, once settled by measurement
   int calls = 0;            // calls that returned (tuning calls included)
@@ -57,9 +58,10 @@ struct TuningReport {
   int calls_raced = 0;      // the calls the race took (<= tune_calls), once settled by measurement
   int rounds = 0;           // rounds of the race closed so far (tune/race.hpp: successive halving)
   /// Why the race stopped ("one candidate left beside serial", "the call budget is spent", ...;
-  /// ending ", then the leader and serial were measured twice more" where a leader with fewer
-  /// than three counted calls was confirmed first), or why there was none (settled by the model
-  /// with a budget too small for two candidates).
+  /// then ", then the leader and serial were measured twice more" where a leader with fewer
+  /// than three counted calls was confirmed first; then "; refined around candidate N" where
+  /// the refine step added neighbours of candidates[N]), or why there was none (settled by the
+  /// model with a budget too small for two candidates).
   std::string stop_reason;
   bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
   double noise_guard = 0;   // the smallest lead over serial a winner needs (config::noise_guard)

@@ -158,11 +158,16 @@ void Race::close_round(const std::vector<double>& agreed) {
     bool clear = true;
     for (std::size_t i = 1; i < kept.size(); ++i) clear = clear && medians_[kept[i]] > medians_[kept[0]] * (1 + noise);
     const bool decided = kept.size() == 1 || clear;
-    if (refine(kept, decided)) return;
-    if (decided && counted(samples_[kept[0]]).size() >= kSpreadCalls)
+    if (round_ == 2 && refine(kept, decided)) return;
+    // A leader whose calls failed after it was counted gains no samples: its calls decide.
+    if (decided && (counted(samples_[kept[0]]).size() >= kSpreadCalls || calls_[kept[0]] > int(kSpreadCalls)))
       return settle(kept.size() == 1 ? "one candidate left beside serial" : "the rest trail the best by more than the noise");
   }
-  if (used_ + kCallsPerRound * int(field_.size() - (serial_beaten() ? 1 : 0)) > budget_)
+  // A leader with fewer than three counted calls (a neighbour) keeps room for its confirmation
+  // after the round: the bound may end the round, and it must not then win on one call.
+  const int round = kCallsPerRound * int(field_.size() - (serial_beaten() ? 1 : 0));
+  const bool thin_leader = counted(samples_[kept[0]]).size() < kSpreadCalls;
+  if (used_ + round + (thin_leader && refined_around_ != 0 ? 2 * kCallsPerRound : 0) > budget_)
     return settle_or_confirm("the call budget is spent");
   start_round(kCallsPerRound);
 }
@@ -231,13 +236,13 @@ void Race::settle_or_confirm(const char* why) {
   start_round(kCallsPerRound);
 }
 
-// The refine step (race.hpp): once, after round 1, around the best survivor with neighbours in
-// reserve (an overlapped one: the unfused baseline has none) that serial does not beat by the
-// noise, and only where the budget pays for its round (two calls each of serial, the racers and
-// the neighbours) and two more calls each of serial and a leader after it. The racers: the
-// survivors of the halving (those the noise cannot tell from the leader), or where it decided,
-// the leader, and the one refined around. The neighbours' first calls are their warm-ups, as in
-// round 0.
+// The refine step (race.hpp): once, at the close of round 1, around the best survivor with
+// neighbours in reserve (an overlapped one: the unfused baseline has none) that serial does not
+// beat by the noise, and only where the budget pays for its round (two calls each of serial, the
+// racers and the neighbours) and two more calls each of serial and a leader after it. The
+// racers: the survivors of the halving (those the noise cannot tell from the leader), or where it
+// decided, the leader, and the one refined around. The neighbours' first calls are their
+// warm-ups, as in round 0.
 bool Race::refine(const std::vector<std::size_t>& kept, bool decided) {
   if (refined_around_ != 0 || per_ != kCallsPerRound) return false;
   std::size_t around = 0;
@@ -271,8 +276,7 @@ bool Race::refine(const std::vector<std::size_t>& kept, bool decided) {
 void Race::settle(const std::string& why) {
   settled_ = true;
   stop_reason_ = why;
-  if (refined_around_ != 0)
-    stop_reason_ += " (after a round of the neighbours of candidate " + std::to_string(refined_around_) + ")";
+  if (refined_around_ != 0) stop_reason_ += "; refined around candidate " + std::to_string(refined_around_);
   order_.clear();
   at_ = 0;
 }

@@ -12,13 +12,14 @@
 //             slower than the leader by more than the noise, or when the budget cannot pay for
 //             the next round; the winner must beat serial by the noise (the guard, or the calls'
 //             spread where it is larger)
-//   refine    once, after round 1: the caller's reserve of neighbours (set_reserve) of the
-//             best survivor that has them (an overlapped one: the same family and split, the
-//             other fusion and data layout, half and twice its pieces) joins serial and the
-//             survivors (the leader alone where one is left or the rest trail it by the noise)
-//             for a round of two calls each, unless serial beats it by the noise; the halving
-//             goes on from there, and a neighbour decides nothing before it has three counted
-//             calls. The model ranks a family's cuts within a few percent of one another where
+//   refine    once, at the close of round 1: the caller's reserve of neighbours (set_reserve)
+//             of the best survivor that has them (an overlapped one: the same family and split,
+//             the other fusion and data layout, half and twice its pieces) joins the survivors
+//             (the leader alone where one is left or the rest trail it by the noise) and serial
+//             (unless it sits out, below) for a round of two calls each, unless serial beats it
+//             by the noise; the halving goes on from there, and a neighbour that leads is
+//             measured again (a round, or the confirmation) before the race settles on it. The
+//             stop reason then ends "; refined around candidate N". The model ranks a family's cuts within a few percent of one another where
 //             they measure 10-25% apart: on 2 netlab hosts of 2 ranks the race kept a fused
 //             16-piece two-level ring (34.3 ms) for ag_gemm 1024x1024x2048 beside an unfused
 //             one of 4 pieces, ranked 17th, that ran 28.6 ms
@@ -34,7 +35,8 @@
 // Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
 // noise guard, so it needs as many counted calls as the winner; but once a candidate with
 // three counted calls beats it by twice the noise (serial having three too), its median stands
-// and it sits the rounds out, as its calls could only cost the caller. A candidate more than
+// and it sits the rounds out, as its calls could only cost the caller (it rejoins for a
+// confirmation). A candidate more than
 // twice the leader's median is dropped whatever the halving says (it cannot win, and every call
 // of it costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
 // spreads, the same on every rank), so every rank runs the same candidate at every call.
@@ -52,6 +54,7 @@
 // numbers across ranks (tests/unit/test_race.cpp drives it with made-up times).
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cofuse::detail {
@@ -124,7 +127,7 @@ class Race {
   /// How many candidates the race holds now (grows by a refinement).
   std::size_t candidates() const { return samples_.size(); }
   /// The candidate the race refined around (its neighbours joined), or 0 where it did not.
-  /// The stop reason then ends "(after a round of the neighbours of candidate N)".
+  /// The stop reason then ends "; refined around candidate N".
   std::size_t refined_around() const { return refined_around_; }
 
   /// Calls per candidate per round.

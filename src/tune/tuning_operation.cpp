@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <iomanip>
 #include <optional>
@@ -155,7 +156,7 @@ class TuningOperation final : public detail::OperationBackend {
   template <typename Call>
   RunStats run_one(Call call);
   void close_round();
-  void add_neighbours();
+  void add_neighbours(std::size_t around);
   void account(double seconds);
   void record(const std::vector<detail::MeasuredCandidate>& measured);
   // A warning from rank 0's tuning: said once, through the log.
@@ -181,6 +182,7 @@ class TuningOperation final : public detail::OperationBackend {
   std::vector<std::pair<std::size_t, TunedCandidate>> reserve_;
   MPI_Comm user_ = MPI_COMM_NULL;  // the caller's communicator and settings, for the neighbours' operations
   ExecSettings exec_;
+  std::size_t first_neighbour_ = SIZE_MAX;  // the first neighbour's index in ops_ (none: SIZE_MAX)
 };
 
 }  // namespace
@@ -399,8 +401,12 @@ void TuningOperation::close_round() {
   std::vector<double> numbers = race_->round_numbers();
   detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, numbers.data(), static_cast<int>(numbers.size()), MPI_DOUBLE, MPI_MAX, comm_),
                     "MPI_Allreduce");
-  race_->close_round(numbers);
-  if (race_->candidates() > ops_.size()) add_neighbours();
+  // On a copy first: a refine step's neighbours get their operations before the race moves on,
+  // so that a construction that throws leaves the round to close again at the next call.
+  detail::Race next = *race_;
+  next.close_round(numbers);
+  if (next.candidates() > ops_.size()) add_neighbours(next.refined_around());
+  *race_ = std::move(next);
   report_.rounds = race_->rounds();
   if (!race_->settled()) {
     current_ = race_->next();
@@ -412,7 +418,19 @@ void TuningOperation::close_round() {
   for (std::size_t i = 0; i < n; ++i)
     measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, race_->medians()[i], eligible[i]});
   // The lead over serial must be more than the guard and more than the calls' own spread.
-  const std::size_t winner = detail::pick_winner(measured, race_->noise());
+  std::size_t winner = detail::pick_winner(measured, race_->noise());
+  // A neighbour's operation joined after bind() and ran the race's calls on the buffers: bound
+  // now, where the others are, as the winner's calls after it make no agreement. Where that
+  // fails (its workspace, on every rank alike) serial, bound already, is kept.
+  if (bound_ && winner >= first_neighbour_) {
+    try {
+      ops_[winner]->bind(*bound_, Status::Ok());
+    } catch (const detail::AgreedError& e) {
+      warn("the tuned schedule " + report_.candidates[winner].name + " could not bind the buffers (" + e.what() +
+           "), so serial is kept");
+      winner = 0;
+    }
+  }
 
   // Nothing above changed this object; from here on nothing throws.
   for (std::size_t i = 0; i < n; ++i) report_.candidates[i].median_s = race_->medians()[i];
@@ -431,15 +449,20 @@ void TuningOperation::close_round() {
 }
 
 // The race refined around a candidate: its reserve joins, in the order the race numbered it, with
-// operations of its own (bound where the others are; every rank builds them at the same call).
-void TuningOperation::add_neighbours() {
-  const std::size_t around = race_->refined_around();
+// operations of its own (every rank builds them at the same call). They are not bound: the race's
+// calls run on the buffers (execute_bound), and a winner among them is bound when it wins.
+void TuningOperation::add_neighbours(std::size_t around) {
+  std::vector<std::unique_ptr<detail::OperationBackend>> made;
+  std::vector<TunedCandidate> joined;
   for (const auto& [of, candidate] : reserve_)
     if (of == around) {
-      ops_.push_back(detail::make_cpu_operation(desc_, user_, candidate.schedule, exec_));
-      if (bound_) ops_.back()->bind(*bound_, Status::Ok());
-      report_.candidates.push_back(candidate);
+      made.push_back(detail::make_cpu_operation(desc_, user_, candidate.schedule, exec_));
+      joined.push_back(candidate);
     }
+  // Nothing above changed this object.
+  first_neighbour_ = ops_.size();
+  for (auto& op : made) ops_.push_back(std::move(op));
+  report_.candidates.insert(report_.candidates.end(), joined.begin(), joined.end());
   reserve_.clear();
 }
 

@@ -64,7 +64,7 @@ TEST(Race, RoundZeroRunsEveryCandidateTwiceInterleaved) {
 }
 
 // Eight candidates, every one a clear 10% apart: the field halves round by round, serial
-// stays in, and the fastest wins within the default budget of 32 calls.
+// stays in, and the fastest wins within a budget of 32 calls.
 TEST(Race, NarrowsByHalvesToTheFastest) {
   const std::vector<double> t = {1.0, 0.95, 0.9, 0.6, 0.8, 0.85, 0.7, 0.75};  // 3 is fastest
   Race race(t.size(), 32, 0.03);
@@ -422,7 +422,7 @@ TEST(Race, RefinesAroundItsLeaderOnce) {
   // Serial, beaten by twice the noise on three counted calls, sat out the rounds after that.
   EXPECT_EQ(calls[0], 4);
   EXPECT_TRUE(race.eligible()[0]);
-  EXPECT_NE(std::string(race.stop_reason()).find("(after a round of the neighbours of candidate 2)"), std::string::npos)
+  EXPECT_NE(std::string(race.stop_reason()).find("; refined around candidate 2"), std::string::npos)
       << race.stop_reason();
 
   // Without room in the budget for the round (two calls each of serial, the leader and its

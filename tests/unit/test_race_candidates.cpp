@@ -3,6 +3,7 @@
 // neighbours of a leader.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
