@@ -165,9 +165,8 @@ void Race::close_round(const std::vector<double>& agreed) {
   }
   // A leader with fewer than three counted calls (a neighbour) keeps room for its confirmation
   // after the round: the bound may end the round, and it must not then win on one call.
-  const int round = kCallsPerRound * int(field_.size() - (serial_beaten() ? 1 : 0));
   const bool thin_leader = counted(samples_[kept[0]]).size() < kSpreadCalls;
-  if (used_ + round + (thin_leader && refined_around_ != 0 ? 2 * kCallsPerRound : 0) > budget_)
+  if (used_ + round_calls(field_.size()) + (thin_leader && refined_around_ != 0 ? kConfirmCalls : 0) > budget_)
     return settle_or_confirm("the call budget is spent");
   start_round(kCallsPerRound);
 }
@@ -185,6 +184,12 @@ bool Race::serial_beaten() const {
         medians_[c] < medians_[0] * (1 - 2 * noise_))
       return true;
   return false;
+}
+
+// A round's calls over a field of `members` (serial included): two each, but none of serial's
+// where it sits the round out.
+int Race::round_calls(std::size_t members) const {
+  return kCallsPerRound * int(members - (serial_beaten() ? 1 : 0));
 }
 
 void Race::start_round(int passes) {
@@ -228,7 +233,7 @@ void Race::settle_or_confirm(const char* why) {
   if (!beats_serial(leader) && over_bound_ && has_counted_call(0))
     leader = fastest([&](std::size_t c) { return calls_[c] == 1 && samples_[c].size() == 1; });
   const auto thin = [&](std::size_t c) { return counted(samples_[c]).size() < kSpreadCalls; };
-  const bool room = used_ + 2 * kCallsPerRound <= budget_;
+  const bool room = used_ + kConfirmCalls <= budget_;
   if (!beats_serial(leader) || per_ != kCallsPerRound || !(thin(0) || thin(leader)) || !room) return settle(why);
   confirming_ = true;
   confirm_reason_ = why;
@@ -257,8 +262,7 @@ bool Race::refine(const std::vector<std::size_t>& kept, bool decided) {
   const std::size_t added = reserve_[around];
   // A neighbour that leads on the round's one counted call is measured again (a round, or the
   // confirmation) before it can win: room for that is kept.
-  const int round = kCallsPerRound * int((serial_beaten() ? 0 : 1) + racers.size() + added);
-  if (used_ + round + 2 * kCallsPerRound > budget_) return false;
+  if (used_ + round_calls(1 + racers.size() + added) + kConfirmCalls > budget_) return false;
   refined_around_ = around;
   field_ = {0};
   field_.insert(field_.end(), racers.begin(), racers.end());

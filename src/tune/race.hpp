@@ -132,12 +132,15 @@ class Race {
 
   /// Calls per candidate per round.
   static constexpr int kCallsPerRound = 2;
+  /// A confirmation's calls: a round of serial and the leader.
+  static constexpr int kConfirmCalls = 2 * kCallsPerRound;
   /// A candidate slower than the leader by more than this factor is dropped.
   static constexpr double kHopeless = 2.0;
 
  private:
   void start_round(int passes);  // every candidate of the field `passes` times, interleaved
   bool serial_beaten() const;    // serial sits the round out (race.cpp)
+  int round_calls(std::size_t members) const;  // a round's calls over a field of this many
   void settle(const std::string& why);
   void settle_or_confirm(const char* why);  // settle, or first confirm a thinly measured leader
   bool has_counted_call(std::size_t c) const;  // a call beyond its warm-up (any call, where each is counted)

@@ -41,7 +41,7 @@ std::vector<const PlanCandidate*> to_measure(const std::vector<PlanCandidate>& r
 // The refine step's reserve for a raced candidate (tune/race.hpp): its neighbours the race did not
 // draw, in the model's order: the same way of moving the data and the same split, at its piece
 // count every other fusion and data layout, at half and twice its pieces the model's best of each
-// fusion (one piece is the whole-shard schedule). Where the race leads with it, they race beside
+// fusion that the race does not hold (one piece is the whole-shard schedule). Where the race leads with it, they race beside
 // it once. The model ranks these within a few percent where they measure far apart: on 2 netlab
 // hosts of 2 ranks, ag_gemm 1024x1024x2048's unfused 4-piece two-level ring ran 30 ms with
 // uniform pieces and 38 ms with the hetero ones, the fused ones 33-39 ms. At most kNeighbours.

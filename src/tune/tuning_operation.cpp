@@ -432,7 +432,7 @@ void TuningOperation::close_round() {
     }
   }
 
-  // Nothing above changed this object; from here on nothing throws.
+  // Nothing above changed this object but the winner's binding; from here on nothing throws.
   for (std::size_t i = 0; i < n; ++i) report_.candidates[i].median_s = race_->medians()[i];
   std::unique_ptr<detail::OperationBackend> kept = std::move(ops_[winner]);
   ops_.clear();
