@@ -90,6 +90,52 @@ class Exchanger {
   std::string failure_;
 };
 
+// A progress thread with nothing moving: it posts a receive from the peer and polls it every
+// kPoll, as cofuse's progress thread polls a receive whose sender still multiplies. The message
+// is sent only once stop() asks (both ranks ask, so both receives complete); till then every
+// wake-up is what the rank's GEMM pays for polling alone.
+class Poller {
+ public:
+  Poller(MPI_Comm pair, int peer) : pair_(pair), peer_(peer) {}
+  void start() {
+    stop_ = false;
+    thread_ = std::thread([this] { run(); });
+  }
+  void stop() {
+    stop_ = true;
+    thread_.join();
+    if (!failure_.empty()) throw Error(ErrorCode::mpi, failure_);
+  }
+
+ private:
+  void run() {
+    try {
+      int in = 0, out = 1;
+      MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      detail::mpi_check(MPI_Irecv(&in, 1, MPI_INT, peer_, 12, pair_, &requests[0]), "MPI_Irecv");
+      for (;;) {
+        if (stop_.load() && requests[1] == MPI_REQUEST_NULL)
+          detail::mpi_check(MPI_Isend(&out, 1, MPI_INT, peer_, 12, pair_, &requests[1]), "MPI_Isend");
+        int done = 0;
+        // Twice where the first finds it unfinished, as the executor's progress thread tests.
+        for (int look = 0; look < 2 && !done; ++look)
+          detail::mpi_check(MPI_Test(&requests[0], &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done && requests[1] != MPI_REQUEST_NULL) break;
+        std::this_thread::sleep_for(kPoll);
+      }
+      detail::mpi_check(MPI_Wait(&requests[1], MPI_STATUS_IGNORE), "MPI_Wait");
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+    }
+  }
+
+  MPI_Comm pair_;
+  int peer_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::string failure_;
+};
+
 struct Gemm {
   std::vector<float> a = std::vector<float>(std::size_t(kM) * kK, 0.75f), b = std::vector<float>(std::size_t(kK) * kN, 0.5f),
                      c = std::vector<float>(std::size_t(kM) * kN, 0.0f);
@@ -122,17 +168,26 @@ ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const P
   detail::mpi_check(MPI_Comm_split(comm, partner < 0 ? MPI_UNDEFINED : std::min(rank, partner), rank, &pair),
                     "MPI_Comm_split");
   const int gemms = effort.brief() ? 3 : effort.quick() ? 5 : 8, exchanges = effort.brief() ? 3 : effort.quick() ? 6 : 10;
+  const int polled_gemms = effort.brief() ? 2 : gemms / 2;
   const double cap_s = effort.quick() ? 5 : 10;  // per phase: a stalled link must not hang the profile
   Gemm gemm;
   std::optional<Exchanger> exchanger;
   if (pair != MPI_COMM_NULL) exchanger.emplace(pair, rank < partner ? 1 : 0);
-  std::vector<double> gemm_alone, gemm_busy, exchange_alone, exchange_busy;
+  std::optional<Poller> poller;
+  if (pair != MPI_COMM_NULL) poller.emplace(pair, rank < partner ? 1 : 0);
+  std::vector<double> gemm_alone, gemm_busy, gemm_polled, exchange_alone, exchange_busy;
   gemm.timed();  // warm-up
   for (int round = 0; round < r.rounds; ++round) {
     progress(double(round) / r.rounds, "round " + std::to_string(round + 1) + "/" + std::to_string(r.rounds));
     // GEMM alone, on every rank at once.
     sleeping_barrier(comm);
     for (int i = 0; i < gemms; ++i) gemm_alone.push_back(gemm.timed());
+
+    // GEMM beside a thread that polls a receive nothing arrives for yet.
+    sleeping_barrier(comm);
+    if (poller) poller->start();
+    for (int i = 0; i < polled_gemms; ++i) gemm_polled.push_back(gemm.timed());
+    if (poller) poller->stop();
 
     // Exchanges alone: the main thread sleeps, as it would with nothing to multiply. The
     // first exchange of a round is a warm-up (the peer may still be multiplying).
@@ -163,23 +218,30 @@ ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const P
   }
   sleeping_barrier(comm);
   exchanger.reset();
+  poller.reset();
   if (pair != MPI_COMM_NULL) detail::mpi_check(MPI_Comm_free(&pair), "MPI_Comm_free");
   ContentionResult local;
   if (partner >= 0) {
     local.gemm_alone_s = summarize(gemm_alone).median;
     local.gemm_busy_s = summarize(gemm_busy).median;
+    local.gemm_polled_s = summarize(gemm_polled).median;
     local.exchange_alone_s = summarize(exchange_alone).median;
     local.exchange_busy_s = summarize(exchange_busy).median;
   }
   progress(1, "done");
   r.gemm_alone_s = max_over_ranks(comm, local.gemm_alone_s);
   r.gemm_busy_s = max_over_ranks(comm, local.gemm_busy_s);
+  r.gemm_polled_s = max_over_ranks(comm, local.gemm_polled_s);
   r.exchange_alone_s = max_over_ranks(comm, local.exchange_alone_s);
   r.exchange_busy_s = max_over_ranks(comm, local.exchange_busy_s);
   // Faster beside the other engine is noise (or a clock boost), not a gain the model should use.
   auto rate = [](double alone, double busy) { return alone > 0 && busy > 0 ? std::min(1.0, alone / busy) : 1.0; };
   r.gemm_rate = rate(r.gemm_alone_s, r.gemm_busy_s);
   r.comm_rate = rate(r.exchange_alone_s, r.exchange_busy_s);
+  // The GEMM ran at poll / (poll + cost) of its speed (profile.hpp, ContentionModel::poll_cost_s).
+  const double poll_s = std::chrono::duration<double>(kPoll).count();
+  r.poll_us = int(kPoll.count());
+  r.poll_cost_s = r.gemm_alone_s > 0 && r.gemm_polled_s > r.gemm_alone_s ? poll_s * (r.gemm_polled_s / r.gemm_alone_s - 1) : 0;
   return r;
 }
 

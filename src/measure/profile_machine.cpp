@@ -308,14 +308,20 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
       "a second thread of the rank exchanging 4 MiB with its partner back to back (MPI_Irecv + MPI_Isend, "
       "MPI_Testall every 200 us, as cofuse's progress thread)";
   const std::string pooled = "every rank at once in pairs r and r + P/2, medians of " + std::to_string(k.rounds) +
-                             " rounds of (alone, alone, together) pooled, the slowest rank's, clamped into (0, 1]";
+                             " rounds of (GEMM alone, GEMM beside the polling thread, exchanges alone, both together) pooled, the slowest rank's";
   s["contention.gemm_rate_while_comm"] =
       src.measured("512x1024x1024 cblas_sgemm alone " + ms(k.gemm_alone_s) + " / beside " + thread + " " +
-                   ms(k.gemm_busy_s) + "; " + pooled);
+                   ms(k.gemm_busy_s) + "; " + pooled + ", clamped into (0, 1]");
+  p.contention.poll_cost_s = k.poll_cost_s;
+  s["contention.poll_cost_s"] =
+      src.measured("512x1024x1024 cblas_sgemm alone " + ms(k.gemm_alone_s) + " / beside a second thread of the rank "
+                   "polling a posted MPI_Irecv that nothing arrives for (MPI_Test every " + std::to_string(k.poll_us) +
+                   " us, as cofuse's progress thread waits for a peer that still multiplies) " + ms(k.gemm_polled_s) +
+                   ": the poll interval x (beside / alone - 1), 0 where not slower; " + pooled);
   s["contention.comm_rate_while_gemm"] =
       src.measured("one exchange of " + thread + ": alone " + ms(k.exchange_alone_s) +
                    " / while the rank's main thread runs 512x1024x1024 cblas_sgemm back to back " +
-                   ms(k.exchange_busy_s) + "; " + pooled);
+                   ms(k.exchange_busy_s) + "; " + pooled + ", clamped into (0, 1]");
 
   p.task_overhead_s = m.task_overhead_s;
   s["task_overhead_s"] = src.measured(

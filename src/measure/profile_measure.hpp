@@ -249,15 +249,20 @@ double measure_task_overhead_s(MPI_Comm comm, int reps);
 
 struct ContentionResult {
   double gemm_alone_s = 0, gemm_busy_s = 0;          // one 512x1024x1024 sgemm, median
+  double gemm_polled_s = 0;                          // the same beside a thread polling a receive
   double exchange_alone_s = 0, exchange_busy_s = 0;  // one 4 MiB exchange, median
   double gemm_rate = 1, comm_rate = 1;               // alone / busy, clamped into (0, 1]
+  double poll_cost_s = 0;  // GEMM seconds one poll takes: poll x (polled / alone - 1), 0 if not slower
+  int poll_us = 0;         // the polling thread's interval
   int rounds = 0;
 };
 
 /// Every rank at once, in pairs r and r + P/2 (an odd count's last rank only multiplies): GEMM
 /// on the main thread while a second thread exchanges 4 MiB messages with the partner the way
 /// cofuse's progress thread drives them (non-blocking posts, MPI_Test every ~200 us), against
-/// each alone; the slowest rank's medians. Needs MPI_THREAD_SERIALIZED or more.
+/// each alone; and GEMM while that thread polls a receive nothing arrives for yet (what waiting
+/// for a peer that still multiplies costs); the slowest rank's medians. Needs
+/// MPI_THREAD_SERIALIZED or more.
 ContentionResult measure_contention(MPI_Comm comm, ProfileEffort effort, const ProfileProgress& progress);
 
 }  // namespace cofuse::measure

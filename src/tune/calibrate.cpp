@@ -178,7 +178,8 @@ std::string Calibration::summary() const {
       << gbps(n.allgather.busbw_GBps) << ", reduce-scatter " << gbps(n.reduce_scatter.busbw_GBps) << ", all-reduce "
       << gbps(n.allreduce.busbw_GBps) << "; GEMM at " << fixed(p.contention.gemm_rate_while_comm, 2)
       << " of its speed while communicating, communication at " << fixed(p.contention.comm_rate_while_gemm, 2)
-      << " while multiplying";
+      << " while multiplying; each poll of a progress thread waiting for a message takes "
+      << fixed(p.contention.poll_cost_s * 1e6, 1) << " us of GEMM time";
   }
   o << ".";
   return o.str();

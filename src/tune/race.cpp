@@ -115,15 +115,19 @@ void Race::close_round(const std::vector<double>& agreed) {
   // every rank alike).
   std::vector<std::size_t> alive;
   for (std::size_t c : field_)
-    if (medians_[c] > 0) {
-      alive.push_back(c);
-      // A spread of fewer than three counted calls is unknown, not none: counted as 0 it brought
-      // the noise down to the guard in a round the excess bound cut short, where serial alone had
-      // three calls (at 4 ranks on 2 cores a candidate 10% ahead on two calls won, and ran 18%
-      // slower than serial after).
-      if (counted(samples_[c]).size() >= kSpreadCalls) spreads.push_back(agreed[n + c]);
-    }
+    if (medians_[c] > 0) alive.push_back(c);
   if (alive.empty()) return settle("every candidate failed");
+  // The noise is the machine's, read from every candidate measured so far, in the field or not:
+  // a field of serial and one leader (a confirmation, the last survivor) judged by those two
+  // spreads alone took one candidate's bimodal calls as the noise. On the 2x2 netlab hosts
+  // serial's calls of ag_gemm 2048x1024x256 came in two modes, and a leader 33% ahead of it
+  // (7.9 ms against 11.9) was refused by a 33.6% noise taken from those two alone, where four of
+  // the race's candidates had three counted calls or more. A spread of fewer than three counted calls is
+  // unknown, not none: counted as 0 it brought the noise down to the guard in a round the excess
+  // bound cut short, where serial alone had three calls (at 4 ranks on 2 cores a candidate 10%
+  // ahead on two calls won, and ran 18% slower than serial after).
+  for (std::size_t c = 0; c < n; ++c)
+    if (medians_[c] > 0 && counted(samples_[c]).size() >= kSpreadCalls) spreads.push_back(agreed[n + c]);
   // The noise: what the guard says, or what the calls showed, whichever is larger (the guard
   // alone where no candidate has three counted calls yet).
   const double noise = std::max(noise_guard_, measure::summarize(spreads).median);

@@ -10,8 +10,8 @@
 //             far), plus any candidate the noise cannot tell from the leader, two calls each
 //   settle    when one candidate besides serial is left (after round 1), when every other is
 //             slower than the leader by more than the noise, or when the budget cannot pay for
-//             the next round; the winner must beat serial by the noise (the guard, or the calls'
-//             spread where it is larger)
+//             the next round; the winner must beat serial by the noise (the guard, or the median
+//             spread of every candidate's calls so far where it is larger)
 //   refine    once, at the close of round 1: the caller's reserve of neighbours (set_reserve)
 //             of the best survivor that has them (an overlapped one: the same family and split,
 //             the other fusion and data layout, half and twice its pieces) joins the survivors
@@ -105,8 +105,8 @@ class Race {
   std::vector<bool> eligible() const;
   const std::vector<int>& calls() const { return calls_; }
   /// The noise as of the last closed round: the larger of the noise guard and the median
-  /// relative spread of the racing candidates that have three counted calls or more (the guard
-  /// alone while none has). The winner must beat serial by this much (a lead smaller than the
+  /// relative spread of every candidate with three counted calls or more, racing or dropped (the
+  /// guard alone while none has): the machine's noise, not the one or two left in the field. The winner must beat serial by this much (a lead smaller than the
   /// calls' own spread is no lead).
   double noise() const { return noise_; }
   int rounds() const { return round_; }

@@ -3,9 +3,9 @@
 
 Usage: check_profile.py FILE [--name NAME] [--link TEXT]
 
-Every rate must be positive, every latency non-negative, the contention rates in (0, 1], the
-GEMM table non-empty, and every number must name its source, the measured ones as
-"measured: cofuse profile (...)". Prints one line per problem and exits 1 if there is any.
+Every rate must be positive, every latency non-negative, the contention rates in (0, 1], the poll
+cost in [0, 1) s, the GEMM table non-empty, and every number must name its source, the measured
+ones as "measured: cofuse profile (...)". Prints one line per problem and exits 1 if there is any.
 """
 import argparse
 import json
@@ -70,6 +70,9 @@ def main():
     for path in FRACTIONS:
         v = get(doc, path)
         want(isinstance(v, (int, float)) and 0 < v <= 1, f"{path} = {v} is not in (0, 1]")
+    # The poll cost is written where it is not 0 (profile.hpp), its source always.
+    poll_cost = doc["contention"].get("poll_cost_s", 0)
+    want(isinstance(poll_cost, (int, float)) and 0 <= poll_cost < 1, f"contention.poll_cost_s = {poll_cost} is not in [0, 1)")
     sources = doc.get("sources", {})
     for section in ("compute", "network", "contention"):
         for path in leaves(doc[section], section):
@@ -78,6 +81,8 @@ def main():
     for path in MEASURED:
         want(sources.get(path, "").startswith("measured: cofuse profile ("),
              f"sources.{path} does not say how it was measured: {sources.get(path)!r}")
+    want(sources.get("contention.poll_cost_s", "").startswith("measured: cofuse profile ("),
+         f"sources.contention.poll_cost_s does not say how it was measured: {sources.get('contention.poll_cost_s')!r}")
     want("network.bandwidth_GBps" in sources, "sources has no entry for network.bandwidth_GBps")
     if args.two_level:
         n = doc["network"]

@@ -33,7 +33,9 @@ class FakeCosts : public detail::CostModel {
   double collective_bus_rate(const Task&) const override { return bandwidths_[0]; }
   double gemm_rate_while_comm() const override { return g_; }
   double comm_rate_while_gemm() const override { return c_; }
+  double gemm_rate_while_polling() const override { return polling; }
   bool shared_compute() const override { return one_device_; }
+  double polling = 1;  // GEMM speed while its rank waits for a message posted but not moving
 
  private:
   int ranks_;
@@ -110,6 +112,26 @@ TEST(Simulator, ContentionRetimesBothTasksWhenOverlapStartsAndEnds) {
   EXPECT_NEAR(r.makespan_s, 14, kEps);
   EXPECT_NEAR(r.compute_busy_s[0], 14, kEps);
   EXPECT_NEAR(r.comm_busy_s[0], 8, kEps);
+}
+
+// A progress thread that polls for a message its peer has not sent yet wakes on the GEMM's core
+// every poll: the GEMM runs at gemm_rate_while_polling while its rank has a message posted that
+// does not move, at the contention rate while data moves, at full speed once nothing is posted.
+// Rank 0 computes 10 s with a receive posted at t = 0; rank 1 computes 4 s, then sends 4 bytes
+// (1 byte/s, no contention): rank 0's GEMM does 4 x 0.8 = 3.2 s of work while it waits, 4 s while
+// the data moves (4-8), and its last 2.8 s after: it ends at 10.8, not 10. Rank 1's GEMM ran with
+// nothing posted: 4 s.
+TEST(Simulator, AGemmBesideAPolledWaitRunsAtThePollingRate) {
+  std::vector<Plan> plans = {plan_of(0, {message(TaskKind::recv, 1, 0, 4), compute(10)}),
+                             plan_of(1, {compute(4), message(TaskKind::send, 0, 0, 4, {0})})};
+  FakeCosts costs(2, 1.0);
+  costs.polling = 0.8;
+  const SimResult r = detail::run_event_sim(plans, costs);
+  EXPECT_NEAR(r.times[1][0].end, 4, kEps);
+  EXPECT_NEAR(r.times[0][0].end, 8, kEps);
+  EXPECT_NEAR(r.times[0][1].end, 10.8, kEps);
+  costs.polling = 1;
+  EXPECT_NEAR(detail::run_event_sim(plans, costs).times[0][1].end, 10, kEps);
 }
 
 // Ranks on one device (compute.sharing = "device", the single-GPU group): the compute tasks
@@ -471,6 +493,26 @@ TEST(Simulator, PolledMessagesTakeAtLeastTheFloor) {
 
 // Serial calls the blocking collective, overlapped schedules the non-blocking one: each at the
 // profile's own speed and latency for it, the non-blocking one's only when the profile has it.
+// contention.poll_cost_s: a schedule whose progress thread polls (engine=thread) pays it on the
+// GEMMs that run while a message waits, at poll / (poll + cost) of their speed; a fused schedule
+// (no progress thread) and the serial baseline (its collective blocks after the GEMM) do not.
+// The profile keeps it, and a negative cost is rejected.
+TEST(Simulator, OnlyAPolledSchedulePaysThePollCost) {
+  const OpDesc d{OpKind::ag_gemm, 200, 1000, 500, DType::f32, false, false, Axis::m, 2};
+  const Schedule ring = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=unfused,engine=thread,algo=ring");
+  const Schedule fused = *Schedule::parse("overlap=chunk,chunks=2,split=1d,data=hetero,fusion=fused,engine=inline,algo=ring");
+  const MachineProfile free = round_profile(1);
+  MachineProfile taxed = free;
+  taxed.contention.poll_cost_s = 50e-6;  // at poll_us 200: GEMMs at 0.8 of their speed while waiting
+  EXPECT_GT(simulate(d, ring, taxed).makespan_s, simulate(d, ring, free).makespan_s * 1.01);
+  EXPECT_NEAR(simulate(d, fused, taxed).makespan_s, simulate(d, fused, free).makespan_s, 1e-12);
+  EXPECT_NEAR(simulate(d, serial_schedule(), taxed).makespan_s, simulate(d, serial_schedule(), free).makespan_s, 1e-12);
+  EXPECT_EQ(parse_profile(to_json(taxed), "round trip").contention.poll_cost_s, 50e-6);
+  EXPECT_EQ(to_json(free).find("poll_cost_s"), std::string::npos);  // none: not written
+  taxed.contention.poll_cost_s = -1e-6;
+  EXPECT_FALSE(taxed.validate().ok());
+}
+
 TEST(Simulator, OverlappedSchedulesUseTheNonBlockingCollectiveModel) {
   MachineProfile p = test_profile();
   const OpDesc d{OpKind::gemm_ar, 64, 64, 64, DType::f32, false, false, Axis::none, 2};

@@ -143,6 +143,13 @@ struct NetworkModel {
 struct ContentionModel {
   double gemm_rate_while_comm = 1.0;  // GEMM speed while this rank moves data
   double comm_rate_while_gemm = 1.0;  // data speed while this rank multiplies
+  /// GEMM seconds one wake-up of a progress thread that polls (the CPU executor's engine=thread)
+  /// takes from its rank's core, while the thread waits for communication that is posted but not
+  /// moving yet (a receive whose sender still multiplies). While data moves, gemm_rate_while_comm
+  /// holds it already (it was measured with the thread polling). The GEMM then runs at
+  /// poll / (poll + poll_cost_s) of its speed, poll being the poll interval. 0 (the default,
+  /// datasheet profiles): none.
+  double poll_cost_s = 0.0;
   bool operator==(const ContentionModel&) const = default;
 };
 

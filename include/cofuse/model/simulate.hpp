@@ -9,10 +9,12 @@
 // ranks go in order, one after another, as over one connection. A library collective starts when
 // every rank has posted it and moves its bus bytes at the profile's bus bandwidth, shared by
 // the collectives in flight. Rates are recomputed whenever anything starts or ends: a GEMM
-// runs at contention.gemm_rate_while_comm while its rank has data in flight, and data moves at
-// contention.comm_rate_while_gemm while a GEMM runs at either end. On a profile whose ranks
-// share one device (compute.sharing = "device"), the compute tasks running at once share its
-// rate equally and contention is device-wide (profile.hpp). Dependencies are exact.
+// runs at contention.gemm_rate_while_comm while its rank has data in flight (and, where a
+// progress thread polls, slowed by contention.poll_cost_s while a message it waits for does not
+// move yet), and data moves at contention.comm_rate_while_gemm while a GEMM runs at either end.
+// On a profile whose ranks share one device (compute.sharing = "device"), the compute tasks
+// running at once share its rate equally and contention is device-wide (profile.hpp).
+// Dependencies are exact.
 #pragma once
 
 #include <cstdint>

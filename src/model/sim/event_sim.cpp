@@ -92,6 +92,7 @@ class EventSimulator {
     bool compute_busy = false;
     int compute_activity = -1;
     int comm_active = 0;              // messages and collectives in flight that involve this rank
+    int posted = 0;                   // its messages and collectives posted and not complete
     bool gemm_running = false;
     std::vector<int> flows;           // data-phase flows that involve this rank
     std::vector<int> notices;         // completions its progress thread has yet to notice
@@ -154,7 +155,10 @@ class EventSimulator {
       case Kind::compute: {
         // One device for all ranks: contention is the device's, and the tasks at once share it.
         const bool slowed = a.gemm && (shared_ ? comm_ranks_ > 0 : state_[a.rank].comm_active > 0);
-        const double rate = slowed ? costs_.gemm_rate_while_comm() : 1.0;
+        // Waiting for a message that does not move yet, a progress thread still wakes every poll
+        // on the GEMM's core (while data moves, the contention factor has that in it).
+        const bool polling = a.gemm && !shared_ && !slowed && state_[a.rank].posted > 0;
+        const double rate = slowed ? costs_.gemm_rate_while_comm() : polling ? costs_.gemm_rate_while_polling() : 1.0;
         return shared_ ? rate / double(std::max(1, computing_)) : rate;
       }
       case Kind::copy:
@@ -204,6 +208,13 @@ class EventSimulator {
     } else if ((ranks_before > 0) != (comm_ranks_ > 0)) {
       retime_computing();
     }
+  }
+
+  void set_posted(int rank, int delta) {
+    RankState& s = state_[rank];
+    const bool before = s.posted > 0;
+    s.posted += delta;
+    if (before != (s.posted > 0) && !shared_ && s.compute_activity >= 0) retime(s.compute_activity);
   }
 
   void set_gemm_running(int rank, bool running) {
@@ -256,9 +267,14 @@ class EventSimulator {
     s.compute_activity = add(std::move(a));
   }
 
+  static bool is_message_or_collective(TaskKind k) {
+    return k == TaskKind::send || k == TaskKind::recv || k == TaskKind::collective;
+  }
+
   void post(int rank, int t) {
     result_.times[rank][t].start = now_;
     const Task& k = task(rank, t);
+    if (is_message_or_collective(k.kind)) set_posted(rank, +1);
     switch (k.kind) {
       case TaskKind::send:
       case TaskKind::recv: {
@@ -323,6 +339,7 @@ class EventSimulator {
   void complete(int rank, int t) {
     RankState& s = state_[rank];
     result_.times[rank][t].end = now_;
+    if (is_message_or_collective(task(rank, t).kind)) set_posted(rank, -1);
     ++s.finished;
     for (int i = s.dependents_at[std::size_t(t)]; i < s.dependents_at[std::size_t(t) + 1]; ++i)
       if (const int d = s.dependents[std::size_t(i)]; --s.pending[d] == 0) ready(rank, d);

@@ -46,6 +46,9 @@ class CostModel {
   /// Contention factors (1 = none): GEMM speed while its rank moves data, and the reverse.
   virtual double gemm_rate_while_comm() const = 0;
   virtual double comm_rate_while_gemm() const = 0;
+  /// GEMM speed while its rank's progress thread polls for communication posted but not moving
+  /// (1 = not slowed: no progress thread, or polling that costs nothing).
+  virtual double gemm_rate_while_polling() const { return 1; }
   /// Whether every rank runs on one device: compute tasks running at once (on any ranks) share
   /// its rate equally, and the contention factors apply device-wide (a GEMM slows while any
   /// rank moves data, a flow while any GEMM runs). No by default: each rank its own compute.

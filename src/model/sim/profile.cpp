@@ -187,6 +187,8 @@ Status MachineProfile::validate() const {
   if (!(contention.gemm_rate_while_comm > 0 && contention.gemm_rate_while_comm <= 1) ||
       !(contention.comm_rate_while_gemm > 0 && contention.comm_rate_while_gemm <= 1))
     return fail("contention rates must be in (0, 1]");
+  if (!(contention.poll_cost_s >= 0 && contention.poll_cost_s < 1))
+    return fail("contention.poll_cost_s must be in [0, 1) seconds");
   return Status();
 }
 
@@ -268,6 +270,7 @@ MachineProfile parse_profile(const std::string& text, const std::string& origin)
       Fields f(*c, origin, "contention");
       f.number("gemm_rate_while_comm", p.contention.gemm_rate_while_comm);
       f.number("comm_rate_while_gemm", p.contention.comm_rate_while_gemm);
+      f.number("poll_cost_s", p.contention.poll_cost_s);
       f.done();
     }
     if (const json* s = top.child("sources")) {
@@ -316,6 +319,7 @@ std::string to_json(const MachineProfile& p) {
     doc["network"]["polled_floor_small_polls"] = p.network.polled_floor_small_polls;
   doc["contention"] = {{"gemm_rate_while_comm", p.contention.gemm_rate_while_comm},
                        {"comm_rate_while_gemm", p.contention.comm_rate_while_gemm}};
+  if (p.contention.poll_cost_s != 0) doc["contention"]["poll_cost_s"] = p.contention.poll_cost_s;
   doc["sources"] = sources;
   return doc.dump(2) + "\n";
 }

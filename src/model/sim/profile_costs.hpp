@@ -29,6 +29,9 @@ class ProfileCosts : public CostModel {
   double collective_bus_rate(const Task& task) const override;
   double gemm_rate_while_comm() const override { return profile_.contention.gemm_rate_while_comm; }
   double comm_rate_while_gemm() const override { return profile_.contention.comm_rate_while_gemm; }
+  double gemm_rate_while_polling() const override {
+    return poll_s_ > 0 ? poll_s_ / (poll_s_ + profile_.contention.poll_cost_s) : 1.0;
+  }
   bool shared_compute() const override { return profile_.compute.sharing == "device"; }
   double notice_seconds() const override { return notice_s_; }
 
