@@ -57,7 +57,7 @@ class NcclIssuer : public detail::CommIssuer {
           return nccl_check(ncclReduceScatter(address(x), address(z), std::size_t(z.elements()), type_, ncclSum, comm_, stream),
                             "ncclReduceScatter");
         case Collective::allreduce:
-          return nccl_check(ncclAllReduce(address(z), address(z), std::size_t(z.elements()), type_, ncclSum, comm_, stream),
+          return nccl_check(ncclAllReduce(address(x), address(z), std::size_t(z.elements()), type_, ncclSum, comm_, stream),
                             "ncclAllReduce");
       }
     }

@@ -181,7 +181,9 @@ NaiveOverlap::NaiveOverlap(const OpDesc& desc, MPI_Comm comm, int chunks) : d_(d
     start += length;
   }
   const std::size_t elem = dtype_size(d_.dtype);
-  if (d_.op == OpKind::gemm_rs) work_.assign(static_cast<std::size_t>(d_.m * d_.n) * elem, 0);
+  // gemm_ar's pieces are multiplied here and all-reduced into C, out of place as cofuse's own
+  // overlapped pieces are (Open MPI's libnbc runs any in-place all-reduce as a binomial tree).
+  if (d_.op != OpKind::ag_gemm) work_.assign(static_cast<std::size_t>(d_.m * d_.n) * elem, 0);
   if (d_.op == OpKind::ag_gemm) {
     // The strided layouts are those where one rank's piece is not a run of whole stored rows of
     // the gathered matrix: described with vector types so MPI places them directly.
@@ -268,9 +270,9 @@ Sample NaiveOverlap::run_reduction(const OpBuffers& buffers) {
   for (std::size_t j = 0; j < start_.size(); ++j) {
     const int64_t row = start_[j], len = length_[j];
     if (d_.op == OpKind::gemm_ar) {
-      unsigned char* piece = c + elem * static_cast<std::size_t>(row * N);
-      blas(d_.dtype, len, N, Kl, a, row, b, 0, piece, N, &out.gemm_s);
-      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, piece, to_int(len * N, "piece"), t, detail::mpi_sum(d_.dtype), comm_, &requests_[j]),
+      const std::size_t at = elem * static_cast<std::size_t>(row * N);
+      blas(d_.dtype, len, N, Kl, a, row, b, 0, work_.data() + at, N, &out.gemm_s);
+      mpi_check(MPI_Iallreduce(work_.data() + at, c + at, to_int(len * N, "piece"), t, detail::mpi_sum(d_.dtype), comm_, &requests_[j]),
             "MPI_Iallreduce");
       continue;
     }

@@ -302,10 +302,10 @@ bool run_ranks(const OpDesc& d, const std::vector<StreamProgram>& programs, std:
         case Collective::allreduce: {
           std::vector<char> sum(std::size_t(z0.elements()) * dtype_size(d.dtype));
           const View flat{Buf::work, 0, z0.rows, z0.cols, z0.cols};
-          for (int j = 0; j < p; ++j) {
-            const View& z = c[std::size_t(j)]->dst.view;
-            if (j == 0) detail::copy_view(d.dtype, at_rank(ranks, d.dtype, j, z), z, sum.data(), flat);
-            else detail::add_view(d.dtype, at_rank(ranks, d.dtype, j, z), z, sum.data(), flat);
+          for (int j = 0; j < p; ++j) {  // every rank's partial (its dst where in place)
+            const View& x = c[std::size_t(j)]->srcs[0].view;
+            if (j == 0) detail::copy_view(d.dtype, at_rank(ranks, d.dtype, j, x), x, sum.data(), flat);
+            else detail::add_view(d.dtype, at_rank(ranks, d.dtype, j, x), x, sum.data(), flat);
           }
           for (int r = 0; r < p; ++r)
             detail::copy_view(d.dtype, sum.data(), flat, at_rank(ranks, d.dtype, r, c[std::size_t(r)]->dst.view), c[std::size_t(r)]->dst.view);

@@ -52,6 +52,7 @@ struct View {
   int64_t elements() const { return rows * cols; }
   bool contiguous() const { return rows <= 1 || ld == cols; }
   bool empty() const { return rows == 0 || cols == 0; }
+  bool operator==(const View&) const = default;
 };
 
 enum class TaskKind : uint8_t {
@@ -68,7 +69,7 @@ enum class TaskKind : uint8_t {
 enum class Collective : uint8_t {
   allgather,       // x: this rank's piece; z: rank 0's slot, rank j's at z.offset + j * stride
   reduce_scatter,  // x: rank 0's block of the partial, rank j's at x.offset + j * stride; z: result
-  allreduce,       // z in place
+  allreduce,       // x: this rank's partial; z: the sum (in place where z is x)
 };
 
 /// The two engines of every plan. How they are realised is the executor's business

@@ -61,7 +61,7 @@ std::string non_contiguous_piece(const Task& t) {
         return what + "ranks' slots are not back to back";
       if (t.collective == Collective::reduce_scatter && !(x.contiguous() && z.contiguous() && t.stride == z.elements()))
         return what + "ranks' blocks are not back to back";
-      if (t.collective == Collective::allreduce && !z.contiguous()) return what + "a strided piece";
+      if (t.collective == Collective::allreduce && !(x.contiguous() && z.contiguous())) return what + "a strided piece";
       return "";
     }
     default: return "";

@@ -108,7 +108,10 @@ std::vector<Footprint> footprints(const Plan& plan, const Task& t) {
           for (const View& s : slots(t.x, t.stride, plan.desc.ranks)) add(s, false);
           add(t.z, true);
           break;
-        case Collective::allreduce: add(t.z, true); break;
+        case Collective::allreduce:
+          if (!(t.x == t.z)) add(t.x, false);
+          add(t.z, true);
+          break;
       }
       break;
   }

@@ -402,17 +402,20 @@ class Builder {
         }
         return;
       case Collective::allreduce: {
-        // In place on every rank: sum everything once into scratch, then copy it back to each.
+        // Every rank's partial x (z itself where in place) summed once into scratch, then the
+        // sum copied to each rank's z.
         const View& z0 = t[0]->z;
         const View scratch{Buf::work, program_.scratch_elements, z0.rows, z0.cols, z0.cols};
         program_.scratch_elements += z0.elements();
         std::vector<RankView> srcs;
         std::vector<int> arrived;  // host link: the uploads the sum reads
         for (int j = 0; j < p; ++j) {
+          const View& x = t[std::size_t(j)]->x;
           const View& z = t[std::size_t(j)]->z;
-          if (z.rows != z0.rows || z.cols != z0.cols) internal("all-reduce '" + t[0]->label + "' has another shape on rank " + std::to_string(j));
-          srcs.push_back(program_.host_link && j != 0 ? to_device({j, z}, 0, t[std::size_t(j)]->label, node.deps, out, arrived)
-                                                      : RankView{j, z});
+          if (x.rows != z0.rows || x.cols != z0.cols || z.rows != z0.rows || z.cols != z0.cols)
+            internal("all-reduce '" + t[0]->label + "' has another shape on rank " + std::to_string(j));
+          srcs.push_back(program_.host_link && j != 0 ? to_device({j, x}, 0, t[std::size_t(j)]->label, node.deps, out, arrived)
+                                                      : RankView{j, x});
         }
         const int sum = add(part(StreamOpKind::sum, 0, std::move(srcs), {kScratchRank, scratch}, " (sum)"), node.deps, arrived);
         out.push_back(sum);

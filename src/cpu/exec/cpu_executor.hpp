@@ -140,6 +140,7 @@ class CpuExecutor {
   void drive_comm();         // the progress thread's work for one run
   void progress_thread_main();
   void post(int slot);
+  const void* send_of(const Task& t) const;
   void build_datatypes();
   void free_datatypes();
   // Throws Error(code, what) after making this executor refuse to run again; code is the

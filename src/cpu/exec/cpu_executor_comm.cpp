@@ -76,7 +76,7 @@ void CpuExecutor::build_datatypes() {
           describe(t.z, t.stride, t, &c.z_type, &c.z_count, &c.z_owned);
         } else {
           // Reductions need contiguous data of an intrinsic type (lowering guarantees it).
-          if (!t.z.contiguous() || (t.collective == Collective::reduce_scatter && !t.x.contiguous()))
+          if (!t.z.contiguous() || !t.x.contiguous())
             throw Error(ErrorCode::internal, "task '" + t.label + "': reduction on strided data");
           c.z_type = c.x_type = mpi_type(type_of(t.z));
           c.z_count = c.x_count = to_count(t.z.elements(), t);
@@ -94,6 +94,9 @@ void CpuExecutor::free_datatypes() {
     c.x_owned = c.z_owned = false;
   }
 }
+
+// An all-reduce's send buffer: MPI_IN_PLACE where the plan sums in place, else its partial.
+const void* CpuExecutor::send_of(const Task& t) const { return t.x == t.z ? MPI_IN_PLACE : pointer(t.x); }
 
 void CpuExecutor::post(int slot) {
   CommTask& c = ctasks_[slot];
@@ -124,7 +127,7 @@ void CpuExecutor::post(int slot) {
                       "MPI_Reduce_scatter_block");
             break;
           case Collective::allreduce:
-            mpi_check(MPI_Allreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_), "MPI_Allreduce");
+            mpi_check(MPI_Allreduce(send_of(t), pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_), "MPI_Allreduce");
             break;
         }
         c.posted = true;
@@ -142,7 +145,7 @@ void CpuExecutor::post(int slot) {
                     "MPI_Ireduce_scatter_block");
           break;
         case Collective::allreduce:
-          mpi_check(MPI_Iallreduce(MPI_IN_PLACE, pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_, request),
+          mpi_check(MPI_Iallreduce(send_of(t), pointer(t.z), c.z_count, c.z_type, mpi_sum(type_of(t.z)), comm_, request),
                     "MPI_Iallreduce");
           break;
       }
