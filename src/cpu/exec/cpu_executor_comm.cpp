@@ -78,6 +78,8 @@ void CpuExecutor::build_datatypes() {
           // Reductions need contiguous data of an intrinsic type (lowering guarantees it).
           if (!t.z.contiguous() || !t.x.contiguous())
             throw Error(ErrorCode::internal, "task '" + t.label + "': reduction on strided data");
+          if (t.collective == Collective::allreduce && t.x.elements() != t.z.elements())
+            throw Error(ErrorCode::internal, "task '" + t.label + "': all-reduce of a partial into a sum of another size");
           c.z_type = c.x_type = mpi_type(type_of(t.z));
           c.z_count = c.x_count = to_count(t.z.elements(), t);
         }
