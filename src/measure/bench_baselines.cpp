@@ -181,8 +181,9 @@ NaiveOverlap::NaiveOverlap(const OpDesc& desc, MPI_Comm comm, int chunks) : d_(d
     start += length;
   }
   const std::size_t elem = dtype_size(d_.dtype);
-  // gemm_ar's pieces are multiplied here and all-reduced into C, out of place as cofuse's own
-  // overlapped pieces are (Open MPI's libnbc runs any in-place all-reduce as a binomial tree).
+  // The reductions' partials: gemm_rs's packed per destination; gemm_ar's pieces, all-reduced
+  // from here into C out of place as cofuse's own overlapped pieces are (Open MPI's libnbc runs
+  // any in-place all-reduce as a binomial tree).
   if (d_.op != OpKind::ag_gemm) work_.assign(static_cast<std::size_t>(d_.m * d_.n) * elem, 0);
   if (d_.op == OpKind::ag_gemm) {
     // The strided layouts are those where one rank's piece is not a run of whole stored rows of

@@ -109,7 +109,7 @@ std::vector<Footprint> footprints(const Plan& plan, const Task& t) {
           add(t.z, true);
           break;
         case Collective::allreduce:
-          if (!(t.x == t.z)) add(t.x, false);
+          if (t.x != t.z) add(t.x, false);
           add(t.z, true);
           break;
       }

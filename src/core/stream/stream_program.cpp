@@ -42,10 +42,6 @@ View shifted(View v, int64_t by) {
   return v;
 }
 
-bool same_view(const View& a, const View& b) {
-  return a.buf == b.buf && a.offset == b.offset && a.rows == b.rows && a.cols == b.cols && a.ld == b.ld;
-}
-
 // The part of v from row r0 (rows rows) and column c0 (cols columns).
 View part_of(View v, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
   return {v.buf, v.offset + r0 * v.ld + c0, rows, cols, v.ld};
@@ -377,7 +373,7 @@ class Builder {
             const std::string what = " <- rank " + std::to_string(j);
             if (program_.host_link && j != r) {
               Staged& staged = sent[std::size_t(j)];
-              if (staged.downloads.empty() || !same_view(staged.from.view, from))
+              if (staged.downloads.empty() || staged.from.view != from)
                 staged = download({j, from}, into.label + what, node.deps, {}, out);
               upload(staged, {r, to}, r, -1, node.deps, out);
               continue;
