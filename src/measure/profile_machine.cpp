@@ -245,9 +245,23 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
                              : "; not timed beyond: brief calibration estimated 8 MiB's passes above " +
                                    ms(mn.beyond_budget_s) + ", so one line for every size";
     return "; at " + std::to_string(int64_t(f.beyond_bytes)) + " bytes " + ms(f.beyond_s) +
-           (f.bent ? ", more than 10% off the line: beyond " + std::to_string(int64_t(f.large_bytes)) +
-                         " bytes the bus bandwidth that meets it"
-                   : ", within 10% of the line: one line for every size");
+           (f.bent         ? ", more than 10% off the line: beyond " + std::to_string(int64_t(f.large_bytes)) +
+                                 " bytes the bus bandwidth that meets it"
+            : f.bent_below ? ", within 10% of the bent line"
+                           : ", within 10% of the line: one line for every size");
+  };
+  // How the two sizes became a line (profile_measure.hpp, bend_below).
+  auto line_of = [](const CollectiveFit& f, const std::string& factor) -> std::string {
+    if (!f.fitted) return "no positive slope between the two: busbw from the large size alone, alpha 0";
+    if (f.bent_below)
+      return "their line crosses zero before the smaller size (a negative latency), so from 0 through the smaller "
+             "size (busbw) and bent there to pass through the larger one (beyond_busbw_GBps), time = bytes * " +
+             factor + " / busbw below the bend";
+    const bool crossed = f.small_s * (f.large_bytes - f.small_bytes) < f.small_bytes * (f.large_s - f.small_s);
+    return "fitted to alpha + bytes * " + factor + " / busbw, alpha clamped at >= 0" +
+           std::string(crossed ? " (not bent below, though it crosses zero before the smaller size: the "
+                                 "collective's one bend is at the larger size)"
+                               : "");
   };
   auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
                         const std::string& factor) {
@@ -256,22 +270,22 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
         call + " of f32 timed at " + std::to_string(int64_t(f.small_bytes)) + " and " +
         std::to_string(int64_t(f.large_bytes)) + " bytes (the whole gathered or reduced buffer): " + ms(f.small_s) +
         " and " + ms(f.large_s) + ", " + net_passes + ", " + who + "; " +
-        (f.fitted ? "fitted to alpha + bytes * " + factor + " / busbw, alpha clamped at >= 0"
-                  : "no positive slope between the two: busbw from the large size alone, alpha 0") +
-        beyond(f);
+        line_of(f, factor) + beyond(f);
     s["network." + key + ".alpha_s"] = src.measured(how);
     s["network." + key + ".busbw_GBps"] = src.measured(how);
     s["network." + key + ".beyond_busbw_GBps"] =
-        f.bent ? src.measured(how) : "fixed: 0, one line for every size (see busbw_GBps)";
+        f.bent || f.bent_below ? src.measured(how) : "fixed: 0, one line for every size (see busbw_GBps)";
   };
   // The simulator adds the average wait to notice a completion (poll_us / 2) and a task's
   // overhead to every polled collective itself, so the fit's latency is charged without them.
-  auto nonblocking = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
-                         const std::string& factor) {
+  auto nonblocking = [&](const std::string& key, const std::string& call, const CollectiveFit& f,
+                         const CollectiveFit& blocking, CollectiveModel& out, const std::string& factor) {
     const double notice_s = 0.5e-6 * mn.poll_us;
     out.nonblocking_busbw_GBps = f.model.busbw_GBps;
     out.nonblocking_beyond_busbw_GBps = f.model.beyond_busbw_GBps;
-    out.beyond_bytes = std::max(out.beyond_bytes, f.model.beyond_bytes);  // both bend at large_bytes
+    // One bend per collective (measure_network): at the larger size for either call, or at the
+    // smaller one for the blocking call alone (the non-blocking line then has no beyond rate).
+    out.beyond_bytes = std::max(out.beyond_bytes, f.model.beyond_bytes);
     out.nonblocking_alpha_s = std::max(0.0, f.model.alpha_s - notice_s - m.task_overhead_s);
     const std::string how =
         call + " of f32 progressed by MPI_Test every " + std::to_string(mn.poll_us) +
@@ -287,8 +301,10 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     s["network." + key + ".nonblocking_beyond_busbw_GBps"] =
         f.bent ? src.measured(how) : "fixed: 0, one line for every size (see nonblocking_busbw_GBps)";
     s["network." + key + ".beyond_bytes"] =
-        out.beyond_bytes > 0 ? "fixed: the larger of the two sizes of the line, where a third size ran more than 10% off it"
-                             : "fixed: 0, one line for every size";
+        blocking.bent_below ? "fixed: the smaller of the two sizes, where the blocking call's line of the two crosses zero "
+                              "before it (the non-blocking call: one line for every size)"
+        : out.beyond_bytes > 0 ? "fixed: the larger of the two sizes of the line, where a third size ran more than 10% off it"
+                               : "fixed: 0, one line for every size";
   };
   // The factor in words, as written into each source line.
   const char* const ag = detail::bus_factor_text(Collective::allgather);
@@ -297,9 +313,10 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
   collective("allgather", "MPI_Allgather", mn.allgather, net.allgather, ag);
   collective("reduce_scatter", "MPI_Reduce_scatter_block (MPI_SUM)", mn.reduce_scatter, net.reduce_scatter, rs);
   collective("allreduce", "MPI_Allreduce (MPI_SUM)", mn.allreduce, net.allreduce, ar);
-  nonblocking("allgather", "MPI_Iallgather", mn.allgather_nb, net.allgather, ag);
-  nonblocking("reduce_scatter", "MPI_Ireduce_scatter_block (MPI_SUM)", mn.reduce_scatter_nb, net.reduce_scatter, rs);
-  nonblocking("allreduce", "MPI_Iallreduce (MPI_SUM)", mn.allreduce_nb, net.allreduce, ar);
+  nonblocking("allgather", "MPI_Iallgather", mn.allgather_nb, mn.allgather, net.allgather, ag);
+  nonblocking("reduce_scatter", "MPI_Ireduce_scatter_block (MPI_SUM)", mn.reduce_scatter_nb, mn.reduce_scatter,
+              net.reduce_scatter, rs);
+  nonblocking("allreduce", "MPI_Iallreduce (MPI_SUM)", mn.allreduce_nb, mn.allreduce, net.allreduce, ar);
 
   const ContentionResult& k = m.contention;
   p.contention.gemm_rate_while_comm = k.gemm_rate;

@@ -149,10 +149,27 @@ struct CollectiveFit {
   bool fitted = true;  // false: the two times gave no positive slope; busbw from the large size alone
   double beyond_bytes = 0, beyond_s = 0;  // the third size and its time; 0: not timed
   bool bent = false;                      // the model bends at large_bytes (model.beyond_*)
+  bool bent_below = false;                // the model bends at small_bytes instead (bend_below)
 };
 
+/// Where the line through the two sizes crosses zero before the small one (a negative latency:
+/// the large size ran slower per byte, past a shaped link's burst or the caches), alpha clamped
+/// at 0 left a line through neither size: on 2 netlab hosts of 2 ranks (2 Gbit/s) MPI_Allgather
+/// of 256 KiB took 0.50 ms and of 2 MiB 13.4 ms, and the line said 1.85 ms at 256 KiB, so the
+/// serial schedule of ag_gemm 64x2048x1024 was predicted 3.24 ms where it ran 1.51. This bends
+/// the line instead: from zero through the small size, then at small_bytes on to the large one
+/// (CollectiveModel::beyond_bytes = small_bytes). Returns whether it bent. For the blocking calls:
+/// a non-blocking call's latency holds the poll's notice delay, which the simulator adds itself.
+bool bend_below(CollectiveFit& f, double factor);
+
+/// Undoes bend_below: back to the line of the two sizes, alpha clamped at 0. A collective's
+/// calls share one bend (CollectiveModel::beyond_bytes): where the non-blocking call bends at the
+/// large size, the blocking one keeps the line.
+void unbend_below(CollectiveFit& f, double factor);
+
 /// Bends `f`'s line at f.large_bytes when `seconds` at `bytes` (> f.large_bytes) is more than
-/// `margin` off what the line predicts, slower or faster; records the third point either way.
+/// `margin` off what the line predicts, slower or faster; records the third point either way. A
+/// line bent below (bend_below) is judged as bent; off it by the margin, it is unbent first.
 void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, double margin = 0.1);
 
 struct NetworkResult {

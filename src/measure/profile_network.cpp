@@ -44,9 +44,38 @@ CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double sma
 
 }  // namespace
 
+bool bend_below(CollectiveFit& f, double factor) {
+  if (!f.fitted || !(f.small_bytes > 0) || !(f.small_s > 0) || !(f.large_bytes > f.small_bytes) ||
+      !(f.large_s > f.small_s))
+    return false;
+  const double slope = (f.large_s - f.small_s) / (f.large_bytes - f.small_bytes);
+  if (f.small_s - f.small_bytes * slope >= 0) return false;  // a latency of 0 or more: the line stands
+  f.bent_below = true;
+  f.model.alpha_s = 0;
+  f.model.busbw_GBps = factor * f.small_bytes / f.small_s * 1e-9;
+  f.model.beyond_bytes = f.small_bytes;
+  f.model.beyond_busbw_GBps = factor / slope * 1e-9;
+  return true;
+}
+
+void unbend_below(CollectiveFit& f, double factor) {
+  if (!f.bent_below) return;
+  f.bent_below = false;
+  f.model.alpha_s = 0;
+  f.model.busbw_GBps = factor * (f.large_bytes - f.small_bytes) / (f.large_s - f.small_s) * 1e-9;
+  f.model.beyond_bytes = 0;
+  f.model.beyond_busbw_GBps = 0;
+}
+
 void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, double margin) {
   f.beyond_bytes = bytes;
   f.beyond_s = seconds;
+  // A line bent below passes through the large size; the third one judges its second part.
+  if (f.bent_below) {
+    const double bent_at = f.large_s + (bytes - f.large_bytes) * factor / (f.model.beyond_busbw_GBps * 1e9);
+    if (!(bytes > f.large_bytes) || std::fabs(seconds / bent_at - 1) <= margin) return;
+    unbend_below(f, factor);
+  }
   const auto line = [&](double b) { return f.model.alpha_s + b * factor / (f.model.busbw_GBps * 1e9); };
   // Continuous at large_bytes: the bent part starts where the line ends, not at the measured
   // large_s (they differ where alpha was clamped at 0). Either way off the line: slower past the
@@ -263,6 +292,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
   for (int i = 0; i < 3; ++i) {
     const double* t = &s[7 + 4 * i];  // blocking small, polled small, blocking large, polled large
     *fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[0], 4.0 * sizes[1], t[2]);
+    bend_below(*fits[i], bus_factor(kinds[i], size));
     *nb_fits[i] = fit(kinds[i], size, 4.0 * sizes[0], t[1], 4.0 * sizes[1], t[3]);
     large_calls_s += t[2] + t[3];
   }
@@ -287,6 +317,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
       const double factor = bus_factor(kinds[i], size);
       bend_beyond(*fits[i], factor, 4.0 * beyond, t[2 * i]);
       bend_beyond(*nb_fits[i], factor, 4.0 * beyond, t[2 * i + 1]);
+      if (nb_fits[i]->bent) unbend_below(*fits[i], factor);  // one bend per collective
     }
   }
   progress(1, "done");

@@ -407,6 +407,66 @@ TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanOffIt) {
   EXPECT_FALSE(smaller.bent);
 }
 
+// Where the two sizes' line crosses zero before the smaller (a negative latency: the larger ran
+// slower per byte), the blocking fit bends at the smaller size and passes through both; a third
+// size off its second part unbends it (one bend per collective, then at the larger size).
+TEST(CollectiveFit, BendsBelowWhereTheLineOfTwoSizesCrossesZero) {
+  const double factor = 0.75;  // all-gather at 4 ranks
+  // The 2x2 netlab hosts' MPI_Allgather: 0.504 ms at 256 KiB, 13.447 ms at 2 MiB.
+  measure::CollectiveFit f;
+  f.small_bytes = 256 << 10;
+  f.small_s = 0.504e-3;
+  f.large_bytes = 2 << 20;
+  f.large_s = 13.447e-3;
+  const double slope = (f.large_s - f.small_s) / (f.large_bytes - f.small_bytes);
+  f.model.busbw_GBps = factor / slope * 1e-9;  // as fit() leaves it: alpha clamped at 0
+  const auto time = [&](const CollectiveModel& m, double bytes) {
+    const double below = m.beyond_bytes > 0 ? std::min(bytes, m.beyond_bytes) : bytes;
+    const double beyond = bytes > below ? (bytes - below) / m.beyond_busbw_GBps : 0;
+    return m.alpha_s + factor * (below / m.busbw_GBps + beyond) * 1e-9;
+  };
+  EXPECT_GT(time(f.model, f.small_bytes), 3 * f.small_s);  // the clamped line: 1.85 ms against 0.50
+  measure::CollectiveFit bent = f;
+  ASSERT_TRUE(measure::bend_below(bent, factor));
+  EXPECT_TRUE(bent.bent_below);
+  EXPECT_FALSE(bent.bent);
+  EXPECT_EQ(bent.model.alpha_s, 0);
+  EXPECT_EQ(bent.model.beyond_bytes, f.small_bytes);
+  EXPECT_NEAR(time(bent.model, f.small_bytes), f.small_s, 1e-12);
+  EXPECT_NEAR(time(bent.model, f.large_bytes), f.large_s, 1e-12);
+  EXPECT_NEAR(time(bent.model, f.small_bytes / 2), f.small_s / 2, 1e-12);  // from zero below it
+
+  // A third size within 10% of the bent line keeps it; one off it unbends, then bends at 2 MiB.
+  const double on_8 = f.large_s + ((8 << 20) - f.large_bytes) * slope;
+  measure::CollectiveFit kept = bent;
+  measure::bend_beyond(kept, factor, 8 << 20, 1.05 * on_8);
+  EXPECT_TRUE(kept.bent_below);
+  EXPECT_FALSE(kept.bent);
+  EXPECT_EQ(kept.beyond_s, 1.05 * on_8);
+  measure::CollectiveFit off = bent;
+  measure::bend_beyond(off, factor, 8 << 20, 2 * on_8);
+  EXPECT_FALSE(off.bent_below);
+  ASSERT_TRUE(off.bent);
+  EXPECT_EQ(off.model.beyond_bytes, f.large_bytes);
+
+  // Unbent (the non-blocking call bends at the larger size): the clamped line again.
+  measure::CollectiveFit back = bent;
+  measure::unbend_below(back, factor);
+  EXPECT_FALSE(back.bent_below);
+  EXPECT_EQ(back.model.alpha_s, 0);
+  EXPECT_EQ(back.model.beyond_bytes, 0);
+  EXPECT_NEAR(back.model.busbw_GBps, f.model.busbw_GBps, 1e-12);
+
+  // A line with a latency of 0 or more stands, as does one without a positive slope.
+  measure::CollectiveFit latency = f;
+  latency.small_s = 2e-3;
+  EXPECT_FALSE(measure::bend_below(latency, factor));
+  EXPECT_FALSE(latency.bent_below);
+  measure::CollectiveFit flat = f;
+  flat.fitted = false;
+  EXPECT_FALSE(measure::bend_below(flat, factor));
+}
+
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
 // it is stale, and measured again.
 TEST(CalibrationCache, ACalibrationWithoutTheBf16GridIsStale) {

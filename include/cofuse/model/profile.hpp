@@ -78,7 +78,8 @@ struct ComputeModel {
 /// beyond_bytes = 0, or a beyond rate of 0, means one line for every size (for the non-blocking
 /// call too: unlike nonblocking_busbw_GBps, 0 is not "as the blocking call"). The calibration
 /// bends a line where 8 MiB ran more than 10% off it, slower (past the caches, past a shaped
-/// link's burst) or faster.
+/// link's burst) or faster, at 2 MiB; or, where the blocking call's line through 256 KiB and
+/// 2 MiB crosses zero before 256 KiB, that line at 256 KiB, from zero (alpha_s 0) through both.
 struct CollectiveModel {
   double alpha_s = 0;
   double busbw_GBps = 0;
