@@ -7,7 +7,8 @@ so two profiles (or two builds) are compared on the very same runs, side by side
 
 EVAL_DIR/planner-LINK.jsonl holds the sweep (planner_eval.py's records); PROFILE defaults to
 EVAL_DIR/calibrated-LINK-RANKS.json for the case's rank count. --drop FIELD removes a field from
-every collective of the calibrated profiles (e.g. --drop beyond_bytes: the line unbent), or the
+every collective of the calibrated profiles (e.g. --drop beyond_bytes: the line unbent; a line bent
+below, at the smaller size, then runs from zero at its first rate, not the clamped line), or the
 field at a dotted path (--drop network.polled_floor_polls); --set puts a number at a dotted path
 (--set network.polled_floor_polls=4.5: a figure measured since, or the field of a newer schema that
 this build reads where an older one does not). Either gives a second column beside the profile as

@@ -243,7 +243,8 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     if (f.beyond_bytes <= 0)
       return mn.beyond_timed ? std::string()
                              : "; not timed beyond: brief calibration estimated 8 MiB's passes above " +
-                                   ms(mn.beyond_budget_s) + ", so one line for every size";
+                                   ms(mn.beyond_budget_s) +
+                                   (f.bent_below ? ", so no bend at the larger size" : ", so one line for every size");
     return "; at " + std::to_string(int64_t(f.beyond_bytes)) + " bytes " + ms(f.beyond_s) +
            (f.bent         ? ", more than 10% off the line: beyond " + std::to_string(int64_t(f.large_bytes)) +
                                  " bytes the bus bandwidth that meets it"
@@ -257,11 +258,9 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
       return "their line crosses zero before the smaller size (a negative latency), so from 0 through the smaller "
              "size (busbw) and bent there to pass through the larger one (beyond_busbw_GBps), time = bytes * " +
              factor + " / busbw below the bend";
-    const bool crossed = f.small_s * (f.large_bytes - f.small_bytes) < f.small_bytes * (f.large_s - f.small_s);
     return "fitted to alpha + bytes * " + factor + " / busbw, alpha clamped at >= 0" +
-           std::string(crossed ? " (not bent below, though it crosses zero before the smaller size: the "
-                                 "collective's one bend is at the larger size)"
-                               : "");
+           (f.unbent_because.empty() ? std::string()
+                                     : " (not bent at the smaller size, where it crosses zero: " + f.unbent_because + ")");
   };
   auto collective = [&](const std::string& key, const std::string& call, const CollectiveFit& f, CollectiveModel& out,
                         const std::string& factor) {

@@ -150,6 +150,7 @@ struct CollectiveFit {
   double beyond_bytes = 0, beyond_s = 0;  // the third size and its time; 0: not timed
   bool bent = false;                      // the model bends at large_bytes (model.beyond_*)
   bool bent_below = false;                // the model bends at small_bytes instead (bend_below)
+  std::string unbent_because;             // why a line bent below was straightened (unbend_below)
 };
 
 /// Where the line through the two sizes crosses zero before the small one (a negative latency:
@@ -162,15 +163,21 @@ struct CollectiveFit {
 /// a non-blocking call's latency holds the poll's notice delay, which the simulator adds itself.
 bool bend_below(CollectiveFit& f, double factor);
 
-/// Undoes bend_below: back to the line of the two sizes, alpha clamped at 0. A collective's
-/// calls share one bend (CollectiveModel::beyond_bytes): where the non-blocking call bends at the
-/// large size, the blocking one keeps the line.
-void unbend_below(CollectiveFit& f, double factor);
+/// Undoes bend_below, saying why (CollectiveFit::unbent_because): back to the line of the two
+/// sizes, alpha clamped at 0.
+void unbend_below(CollectiveFit& f, double factor, const std::string& because);
 
 /// Bends `f`'s line at f.large_bytes when `seconds` at `bytes` (> f.large_bytes) is more than
 /// `margin` off what the line predicts, slower or faster; records the third point either way. A
-/// line bent below (bend_below) is judged as bent; off it by the margin, it is unbent first.
+/// line bent below (bend_below) is judged as bent; off it by the margin, it is unbent first and
+/// judged again as a line.
 void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, double margin = 0.1);
+
+/// The third size for both calls of one collective, which share one bend
+/// (CollectiveModel::beyond_bytes): the non-blocking call first; where it bends at the large
+/// size, the blocking call's line bent below is unbent before the third size judges it.
+void bend_beyond_both(CollectiveFit& blocking, CollectiveFit& nonblocking, double factor, double bytes,
+                      double blocking_s, double nonblocking_s);
 
 struct NetworkResult {
   double small_bytes = 8, small_round_trip_s = 0;  // ping-pong between ranks 0 and 1

@@ -58,9 +58,10 @@ bool bend_below(CollectiveFit& f, double factor) {
   return true;
 }
 
-void unbend_below(CollectiveFit& f, double factor) {
+void unbend_below(CollectiveFit& f, double factor, const std::string& because) {
   if (!f.bent_below) return;
   f.bent_below = false;
+  f.unbent_because = because;
   f.model.alpha_s = 0;
   f.model.busbw_GBps = factor * (f.large_bytes - f.small_bytes) / (f.large_s - f.small_s) * 1e-9;
   f.model.beyond_bytes = 0;
@@ -74,7 +75,7 @@ void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, 
   if (f.bent_below) {
     const double bent_at = f.large_s + (bytes - f.large_bytes) * factor / (f.model.beyond_busbw_GBps * 1e9);
     if (!(bytes > f.large_bytes) || std::fabs(seconds / bent_at - 1) <= margin) return;
-    unbend_below(f, factor);
+    unbend_below(f, factor, "the third size ran more than 10% off its bent line");
   }
   const auto line = [&](double b) { return f.model.alpha_s + b * factor / (f.model.busbw_GBps * 1e9); };
   // Continuous at large_bytes: the bent part starts where the line ends, not at the measured
@@ -87,6 +88,13 @@ void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, 
   f.bent = true;
   f.model.beyond_bytes = f.large_bytes;
   f.model.beyond_busbw_GBps = factor * (bytes - f.large_bytes) / (seconds - line(f.large_bytes)) * 1e-9;
+}
+
+void bend_beyond_both(CollectiveFit& blocking, CollectiveFit& nonblocking, double factor, double bytes,
+                      double blocking_s, double nonblocking_s) {
+  bend_beyond(nonblocking, factor, bytes, nonblocking_s);
+  if (nonblocking.bent) unbend_below(blocking, factor, "the non-blocking call bends at the larger size, and a collective bends once");
+  bend_beyond(blocking, factor, bytes, blocking_s);
 }
 
 double bus_factor(CollectiveKind kind, int ranks) {
@@ -315,9 +323,7 @@ NetworkResult measure_network(MPI_Comm comm, ProfileEffort effort, int poll_us, 
     const std::vector<double> t = medians(time_interleaved(comm, far, r.passes, second));
     for (int i = 0; i < 3; ++i) {
       const double factor = bus_factor(kinds[i], size);
-      bend_beyond(*fits[i], factor, 4.0 * beyond, t[2 * i]);
-      bend_beyond(*nb_fits[i], factor, 4.0 * beyond, t[2 * i + 1]);
-      if (nb_fits[i]->bent) unbend_below(*fits[i], factor);  // one bend per collective
+      bend_beyond_both(*fits[i], *nb_fits[i], factor, 4.0 * beyond, t[2 * i], t[2 * i + 1]);
     }
   }
   progress(1, "done");

@@ -140,6 +140,13 @@ bool threads_allowed() {
 
 std::string gbps(double v) { return fixed(v, v < 1 ? 3 : 2) + " GB/s"; }
 
+// A collective's bus bandwidth, and where its line bends the rate past the bend.
+std::string busbw(const CollectiveModel& c) {
+  if (!(c.beyond_bytes > 0 && c.beyond_busbw_GBps > 0)) return gbps(c.busbw_GBps);
+  return gbps(c.busbw_GBps) + " (" + gbps(c.beyond_busbw_GBps) + " beyond " + std::to_string(int64_t(c.beyond_bytes) >> 10) +
+         " KiB)";
+}
+
 }  // namespace
 
 std::string Calibration::parts() const {
@@ -175,8 +182,8 @@ std::string Calibration::summary() const {
                                           (n.nics_per_node == 1 ? " per host (one link shared by its ranks)" : " per rank")
                                     : std::string())
       << "; busbw all-gather "
-      << gbps(n.allgather.busbw_GBps) << ", reduce-scatter " << gbps(n.reduce_scatter.busbw_GBps) << ", all-reduce "
-      << gbps(n.allreduce.busbw_GBps) << "; GEMM at " << fixed(p.contention.gemm_rate_while_comm, 2)
+      << busbw(n.allgather) << ", reduce-scatter " << busbw(n.reduce_scatter) << ", all-reduce "
+      << busbw(n.allreduce) << "; GEMM at " << fixed(p.contention.gemm_rate_while_comm, 2)
       << " of its speed while communicating, communication at " << fixed(p.contention.comm_rate_while_gemm, 2)
       << " while multiplying; each poll of a progress thread waiting for a message takes "
       << fixed(p.contention.poll_cost_s * 1e6, 1) << " us of GEMM time";

@@ -451,8 +451,9 @@ TEST(CollectiveFit, BendsBelowWhereTheLineOfTwoSizesCrossesZero) {
 
   // Unbent (the non-blocking call bends at the larger size): the clamped line again.
   measure::CollectiveFit back = bent;
-  measure::unbend_below(back, factor);
+  measure::unbend_below(back, factor, "why");
   EXPECT_FALSE(back.bent_below);
+  EXPECT_EQ(back.unbent_because, "why");
   EXPECT_EQ(back.model.alpha_s, 0);
   EXPECT_EQ(back.model.beyond_bytes, 0);
   EXPECT_NEAR(back.model.busbw_GBps, f.model.busbw_GBps, 1e-12);
@@ -465,6 +466,34 @@ TEST(CollectiveFit, BendsBelowWhereTheLineOfTwoSizesCrossesZero) {
   measure::CollectiveFit flat = f;
   flat.fitted = false;
   EXPECT_FALSE(measure::bend_below(flat, factor));
+
+  // Both calls of the collective share one bend: where the non-blocking call bends at 2 MiB, the
+  // blocking line is unbent first and the third size judges the straight line (bending it at
+  // 2 MiB where it ran off it, as before bend_below), however near it sits to the bent line.
+  measure::CollectiveFit straight_line = back;
+  const double off_straight = 0.85 * time(straight_line.model, 8 << 20);  // 15% under the clamped line
+  measure::CollectiveFit nonblocking = f;
+  nonblocking.model.alpha_s = 1e-3;
+  nonblocking.model.busbw_GBps = 1.0;
+  const double nonblocking_off = 3 * time(nonblocking.model, 8 << 20);
+  measure::CollectiveFit blocking = bent;
+  measure::bend_beyond_both(blocking, nonblocking, factor, 8 << 20, off_straight, nonblocking_off);
+  EXPECT_TRUE(nonblocking.bent);
+  EXPECT_FALSE(blocking.bent_below);
+  EXPECT_FALSE(blocking.unbent_because.empty());
+  EXPECT_TRUE(blocking.bent);
+  EXPECT_EQ(blocking.model.beyond_bytes, f.large_bytes);
+  // A non-blocking call on its line leaves the blocking one bent below.
+  measure::CollectiveFit nonblocking_on = f;
+  nonblocking_on.model = nonblocking.model;
+  nonblocking_on.model.beyond_bytes = 0;
+  nonblocking_on.model.beyond_busbw_GBps = 0;
+  blocking = bent;
+  measure::bend_beyond_both(blocking, nonblocking_on, factor, 8 << 20, on_8,
+                            time(nonblocking_on.model, 8 << 20));
+  EXPECT_FALSE(nonblocking_on.bent);
+  EXPECT_TRUE(blocking.bent_below);
+  EXPECT_EQ(blocking.model.beyond_bytes, f.small_bytes);
 }
 
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
