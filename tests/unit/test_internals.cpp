@@ -21,6 +21,7 @@
 #include "cofuse/model/calibrate.hpp"
 #include "cofuse/model/profile.hpp"
 #include "tune/calibration_cache.hpp"
+#include "measure/profile_machine.hpp"
 #include "measure/text.hpp"
 #include "measure/timing.hpp"
 
@@ -494,6 +495,83 @@ TEST(CollectiveFit, BendsBelowWhereTheLineOfTwoSizesCrossesZero) {
   EXPECT_FALSE(nonblocking_on.bent);
   EXPECT_TRUE(blocking.bent_below);
   EXPECT_EQ(blocking.model.beyond_bytes, f.small_bytes);
+}
+
+// The profile a calibration builds keeps one bend per collective and says which: a blocking line
+// bent below puts beyond_bytes at the smaller size and leaves the non-blocking call one line;
+// a blocking line straightened for the non-blocking call's bend at the larger size says why. The
+// profile validates either way.
+TEST(CollectiveFit, TheProfileKeepsOneBendPerCollectiveAndSaysWhich) {
+  const double factor = 1.0;  // all-reduce at 2 ranks
+  measure::Measured m;
+  m.compute.grid = {{1024, 256, 256, 70.0}};
+  m.compute.dgemm_n = 256;
+  m.compute.dgemm_gflops = 40;
+  m.compute.copy_mib = 64;
+  m.compute.copy_GBps = 7;
+  m.compute.blas_call_s = 1e-7;
+  m.compute.passes = 3;
+  m.compute.sample_s = 0.012;
+  measure::NetworkResult& n = m.network;
+  n.small_round_trip_s = 10e-6;
+  n.large_bytes = 4 << 20;
+  n.large_exchange_s = n.large_exchange_fastest_s = 4e-3;
+  n.large_one_way_s = n.large_one_way_train_s = 2e-3;
+  n.polled_bytes = 128 << 10;
+  n.polled_one_way_s = 0.1e-3;
+  n.polled_one_way_polled_s = 0.3e-3;
+  n.polled_small_bytes = 16 << 10;
+  n.polled_small_one_way_polled_s = 0.3e-3;
+  n.poll_us = 200;
+  n.passes = 3;
+  n.beyond_timed = true;
+  n.beyond_budget_s = 0.4;
+  // A line of the two sizes with a latency (0.2 ms), and one crossing zero (0.5 ms at 256 KiB, 13.4 at 2 MiB).
+  const auto two_sizes = [](double small_s, double large_s) {
+    measure::CollectiveFit f;
+    f.small_bytes = 256 << 10;
+    f.small_s = small_s;
+    f.large_bytes = 2 << 20;
+    f.large_s = large_s;
+    const double slope = (large_s - small_s) / (f.large_bytes - f.small_bytes);
+    f.model.alpha_s = std::max(0.0, small_s - f.small_bytes * slope);
+    f.model.busbw_GBps = 1.0 / slope * 1e-9;
+    return f;
+  };
+  for (measure::CollectiveFit* f : {&n.allgather, &n.reduce_scatter, &n.allreduce_nb, &n.allgather_nb, &n.reduce_scatter_nb})
+    *f = two_sizes(0.5e-3, 4e-3);
+  // All-reduce: bent below, the non-blocking call on its line at 8 MiB.
+  n.allreduce = two_sizes(0.5e-3, 13.4e-3);
+  ASSERT_TRUE(measure::bend_below(n.allreduce, factor));
+  const double nb_line_8 = n.allreduce_nb.model.alpha_s + (8 << 20) / (n.allreduce_nb.model.busbw_GBps * 1e9);
+  measure::bend_beyond_both(n.allreduce, n.allreduce_nb, factor, 8 << 20,
+                            13.4e-3 + (6 << 20) * (13.4e-3 - 0.5e-3) / (1.75 * (1 << 20)), nb_line_8);
+  // Reduce-scatter: would bend below, but its non-blocking call bends at 2 MiB.
+  n.reduce_scatter = two_sizes(0.5e-3, 13.4e-3);
+  ASSERT_TRUE(measure::bend_below(n.reduce_scatter, factor));
+  const double rs_nb_line_8 = n.reduce_scatter_nb.model.alpha_s + (8 << 20) / (n.reduce_scatter_nb.model.busbw_GBps * 1e9);
+  measure::bend_beyond_both(n.reduce_scatter, n.reduce_scatter_nb, factor, 8 << 20, 60e-3, 3 * rs_nb_line_8);
+  n.allgather.beyond_bytes = n.allgather_nb.beyond_bytes = 8 << 20;  // timed, on their lines
+  m.contention.rounds = 1;
+  m.task_overhead_s = 1e-6;
+  const nlohmann::ordered_json machine = {
+      {"hosts", {"h0"}}, {"cpu_model", "test cpu"}, {"openblas_num_threads", "1"}, {"omp_num_threads", "1"}};
+  const MachineProfile p = measure::build_profile(measure::ProfileRequest{}, m, 2, machine);
+  EXPECT_TRUE(p.validate().ok()) << p.validate().message();
+  const CollectiveModel& ar = p.network.allreduce;
+  EXPECT_EQ(ar.beyond_bytes, 256 << 10);
+  EXPECT_GT(ar.beyond_busbw_GBps, 0);
+  EXPECT_EQ(ar.nonblocking_beyond_busbw_GBps, 0) << "the non-blocking call keeps one line";
+  EXPECT_NE(p.sources.at("network.allreduce.busbw_GBps").find("crosses zero before the smaller size"), std::string::npos);
+  EXPECT_NE(p.sources.at("network.allreduce.beyond_bytes").find("the smaller of the two sizes"), std::string::npos);
+  const CollectiveModel& rs = p.network.reduce_scatter;
+  EXPECT_EQ(rs.beyond_bytes, 2 << 20);
+  EXPECT_GT(rs.nonblocking_beyond_busbw_GBps, 0);
+  EXPECT_NE(p.sources.at("network.reduce_scatter.busbw_GBps").find("the non-blocking call bends at the larger size"),
+            std::string::npos)
+      << p.sources.at("network.reduce_scatter.busbw_GBps");
+  EXPECT_EQ(p.network.allgather.beyond_bytes, 0);
+  EXPECT_NO_THROW(parse_profile(to_json(p), "built"));
 }
 
 // A kept calibration with a 16-bit rate but no bf16 grid would time bf16 GEMMs by one n^3 ratio:
