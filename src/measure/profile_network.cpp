@@ -25,20 +25,27 @@ const char* name_of(CollectiveKind kind) {
   return "";
 }
 
-CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double small_s, double large_bytes, double large_s) {
-  CollectiveFit f{{}, small_bytes, small_s, large_bytes, large_s, true};
-  const double factor = bus_factor(kind, ranks);
-  const double slope = (large_s - small_s) / (large_bytes - small_bytes);  // seconds per byte
-  if (slope > 0) {
+// Seconds per byte between the two sizes.
+double slope_of(const CollectiveFit& f) { return (f.large_s - f.small_s) / (f.large_bytes - f.small_bytes); }
+
+// The line through the two sizes, alpha clamped at 0 (what fit() gives and unbend_below restores).
+void straight_line(CollectiveFit& f, double factor) {
+  const double slope = slope_of(f);
+  f.fitted = slope > 0;
+  if (f.fitted) {
     f.model.busbw_GBps = factor / slope * 1e-9;
-    f.model.alpha_s = std::max(0.0, small_s - small_bytes * slope);
+    f.model.alpha_s = std::max(0.0, f.small_s - f.small_bytes * slope);
   } else {
     // Noise swamped the difference (the small call took as long as the large one): the large
     // call's bus bandwidth is the honest number left, and no latency can be separated from it.
-    f.fitted = false;
-    f.model.busbw_GBps = large_bytes * factor / large_s * 1e-9;
+    f.model.busbw_GBps = f.large_bytes * factor / f.large_s * 1e-9;
     f.model.alpha_s = 0;
   }
+}
+
+CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double small_s, double large_bytes, double large_s) {
+  CollectiveFit f{{}, small_bytes, small_s, large_bytes, large_s, true};
+  straight_line(f, bus_factor(kind, ranks));
   return f;
 }
 
@@ -48,7 +55,7 @@ bool bend_below(CollectiveFit& f, double factor) {
   if (!f.fitted || !(f.small_bytes > 0) || !(f.small_s > 0) || !(f.large_bytes > f.small_bytes) ||
       !(f.large_s > f.small_s))
     return false;
-  const double slope = (f.large_s - f.small_s) / (f.large_bytes - f.small_bytes);
+  const double slope = slope_of(f);
   if (f.small_s - f.small_bytes * slope >= 0) return false;  // a latency of 0 or more: the line stands
   f.bent_below = true;
   f.model.alpha_s = 0;
@@ -62,10 +69,9 @@ void unbend_below(CollectiveFit& f, double factor, const std::string& because) {
   if (!f.bent_below) return;
   f.bent_below = false;
   f.unbent_because = because;
-  f.model.alpha_s = 0;
-  f.model.busbw_GBps = factor * (f.large_bytes - f.small_bytes) / (f.large_s - f.small_s) * 1e-9;
   f.model.beyond_bytes = 0;
   f.model.beyond_busbw_GBps = 0;
+  straight_line(f, factor);
 }
 
 void bend_beyond(CollectiveFit& f, double factor, double bytes, double seconds, double margin) {
