@@ -65,8 +65,9 @@ struct TuningReport {
   std::string stop_reason;
   bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
   double noise_guard = 0;   // the smallest lead over serial a winner needs (config::noise_guard)
-  /// The lead over serial the winner needed once settled: the guard, or the calls' measured
-  /// spread where it was larger (tune/race.hpp).
+  /// The lead over serial the fastest candidate needed once settled: the guard, or the calls'
+  /// measured spread where it was larger, scaled down where it and serial have more than three
+  /// counted calls (Race::lead_needed, tune/race.hpp).
   double lead_needed = 0;
   std::string tuning_db;    // the database read and written
   /// The excess bound in effect (rank 0's, in serial calls; 0: none), and once settled by

@@ -11,7 +11,8 @@
 //   settle    when one candidate besides serial is left (after round 1), when every other is
 //             slower than the leader by more than the noise, or when the budget cannot pay for
 //             the next round; the winner must beat serial by the noise (the guard, or the median
-//             spread of every candidate's calls so far where it is larger)
+//             spread of every candidate's calls so far where it is larger), the spread scaled down
+//             where both have more than three counted calls (lead_needed: their medians are surer)
 //   refine    once, at the close of round 1: the caller's reserve of neighbours (set_reserve)
 //             of the best survivor that has them (an overlapped one: the same family and split,
 //             the other fusion and data layout, half and twice its pieces) joins the survivors
@@ -106,9 +107,14 @@ class Race {
   const std::vector<int>& calls() const { return calls_; }
   /// The noise as of the last closed round: the larger of the noise guard and the median
   /// relative spread of every candidate with three counted calls or more, racing or dropped (the
-  /// guard alone while none has): the machine's noise, not the one or two left in the field. The winner must beat serial by this much (a lead smaller than the
-  /// calls' own spread is no lead).
+  /// guard alone while none has): the machine's noise, not the one or two left in the field.
   double noise() const { return noise_; }
+  /// The lead over serial candidate c must measure to win (a fraction): the noise where c or
+  /// serial has fewer than three counted calls; else the calls' spread scaled by how far two
+  /// medians of that many calls each wander, sqrt((1/n_serial + 1/n_c) / (2/3)) (1 at three
+  /// counted calls each, never more), and never under the guard. A lead smaller than what the
+  /// medians compared wander is no lead; more calls make the medians surer, not the guard.
+  double lead_needed(std::size_t c) const;
   int rounds() const { return round_; }
   int calls_used() const { return used_; }
   /// The candidates still racing (serial included), in index order.
@@ -149,6 +155,7 @@ class Race {
   int budget_;
   double noise_guard_;
   double noise_ = 0;
+  double spread_ = 0;          // the median spread of the calls as of the last round (0: none known)
   int per_ = kCallsPerRound;   // calls of each candidate in round 0: 1 when the budget is short, each counted
   double excess_calls_ = 0;
   double excess_floor_s_ = 0;

@@ -417,8 +417,10 @@ void TuningOperation::close_round() {
   std::vector<detail::MeasuredCandidate> measured;
   for (std::size_t i = 0; i < n; ++i)
     measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, race_->medians()[i], eligible[i]});
-  // The lead over serial must be more than the guard and more than the calls' own spread.
-  std::size_t winner = detail::pick_winner(measured, race_->noise());
+  // The lead over serial must be more than the guard and more than the medians' own wander
+  // (the calls' spread, less where both have more calls: Race::lead_needed).
+  const double lead_needed = race_->lead_needed(detail::fastest_eligible(measured));
+  std::size_t winner = detail::pick_winner(measured, lead_needed);
   // A neighbour's operation joined after bind() and ran the race's calls on the buffers: bound
   // now, where the others are, as the winner's calls after it make no agreement. Where that
   // fails (its workspace, on every rank alike) serial, bound already, is kept.
@@ -441,7 +443,7 @@ void TuningOperation::close_round() {
   report_.winner = winner;
   report_.stop_reason = race_->stop_reason();
   report_.calls_raced = race_->calls_used();
-  report_.lead_needed = race_->noise();
+  report_.lead_needed = lead_needed;
   report_.excess_s = race_->excess();
   report_.excess_bound_s = race_->excess_bound();
   report_.settled_by = SettledBy::measurement;
@@ -533,7 +535,8 @@ std::string TuningOperation::explain() const {
         if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;
       if (report_.winner != 0)
         o << w.name << " wins, " << measure::fixed(100 * (1 - w.median_s / s.median_s), 1) << "% faster than serial (the noise asks for "
-          << measure::fixed(100 * report_.lead_needed, 1) << "%: the guard, or the calls' spread where larger).";
+          << measure::fixed(100 * report_.lead_needed, 1)
+          << "%: the guard, or the calls' spread where larger, less where both have more than three calls).";
       else if (fastest != 0)
         o << candidates[fastest].name << " was fastest, but not by the " << measure::fixed(100 * report_.lead_needed, 1)
           << "% noise guard over serial, so serial is kept.";

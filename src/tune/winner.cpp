@@ -9,10 +9,15 @@
 
 namespace cofuse::detail {
 
-std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double noise_guard) {
-  std::size_t winner = 0;
+std::size_t fastest_eligible(const std::vector<MeasuredCandidate>& measured) {
+  std::size_t fastest = 0;
   for (std::size_t i = 1; i < measured.size(); ++i)
-    if (measured[i].eligible && measured[i].median_s < measured[winner].median_s) winner = i;
+    if (measured[i].eligible && measured[i].median_s < measured[fastest].median_s) fastest = i;
+  return fastest;
+}
+
+std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double noise_guard) {
+  std::size_t winner = fastest_eligible(measured);
   if (winner != 0 && !(measured[winner].median_s < measured[0].median_s * (1 - noise_guard))) winner = 0;
   return winner;
 }

@@ -23,6 +23,10 @@ struct MeasuredCandidate {
   bool eligible = true;
 };
 
+/// The eligible candidate with the smallest median (serial, 0, where none is faster): the one
+/// the winner rule judges against serial.
+std::size_t fastest_eligible(const std::vector<MeasuredCandidate>& measured);
+
 /// The index of the winner: the eligible candidate with the smallest median, unless it is not
 /// faster than serial (index 0) by noise_guard (a fraction: 0.03 = 3%), when serial is kept.
 /// A lead smaller than run-to-run noise is no lead: serial stays the safe answer. The same

@@ -3,6 +3,7 @@
 // (No MPI: the agreed numbers are this rank's own, as one rank's MAX would be.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -45,11 +46,20 @@ std::vector<double> run_accounted(Race& race, Time time) {
   return times;
 }
 
-std::size_t winner_of(const Race& race, double guard) {
+std::vector<MeasuredCandidate> measured_by(const Race& race) {
   std::vector<MeasuredCandidate> m;
   const std::vector<bool> ok = race.eligible();
   for (std::size_t c = 0; c < race.medians().size(); ++c) m.push_back({{}, "", race.medians()[c], ok[c]});
-  return pick_winner(m, guard);
+  return m;
+}
+
+std::size_t winner_of(const Race& race, double guard) { return pick_winner(measured_by(race), guard); }
+
+// The winner as online tuning and `cofuse tune` pick it: the fastest must lead serial by the lead
+// the race asks of it (Race::lead_needed).
+std::size_t winner_of(const Race& race) {
+  const std::vector<MeasuredCandidate> m = measured_by(race);
+  return pick_winner(m, race.lead_needed(fastest_eligible(m)));
 }
 
 TEST(Race, RoundZeroRunsEveryCandidateTwiceInterleaved) {
@@ -166,7 +176,7 @@ TEST(Race, OneStalledCallPerCandidateIsNotNoise) {
   Race stalled(t.size(), 24, 0.03);  // room for rounds 0 and 1 only: three counted calls each
   run(stalled, [&](std::size_t c, std::size_t) { return t[c] * (++calls[c] == 3 ? 3.0 : 1.0); });
   ASSERT_EQ(stalled.rounds(), 2);
-  EXPECT_EQ(winner_of(stalled, stalled.noise()), 2u);
+  EXPECT_EQ(winner_of(stalled), 2u);
   EXPECT_LT(stalled.noise(), 0.05);
 
   calls.clear();
@@ -174,7 +184,7 @@ TEST(Race, OneStalledCallPerCandidateIsNotNoise) {
   Race noisy(t.size(), 24, 0.03);
   run(noisy, [&](std::size_t c, std::size_t) { return t[c] * spread[calls[c]++ % 3]; });
   EXPECT_GT(noisy.noise(), 0.12);
-  EXPECT_EQ(winner_of(noisy, noisy.noise()), 0u);
+  EXPECT_EQ(winner_of(noisy), 0u);
 }
 
 // A round the excess bound cuts short leaves serial with three counted calls and the others
@@ -194,7 +204,7 @@ TEST(Race, ARoundCutShortTakesItsNoiseFromTheCallsThatShowIt) {
   ASSERT_EQ(race.calls()[0], 4);  // a warm-up and three counted
   ASSERT_EQ(race.calls()[1], 3);  // a warm-up and two counted
   EXPECT_GT(race.noise(), 0.3);
-  EXPECT_EQ(winner_of(race, race.noise()), 0u);
+  EXPECT_EQ(winner_of(race), 0u);
 }
 
 // A clear leader stops the race before its budget: after round 1, when every other survivor
@@ -327,14 +337,14 @@ TEST(Race, ALeaderOnOneCountedCallIsMeasuredAgainBeforeItWins) {
   EXPECT_EQ(race.calls()[3], 4);
   EXPECT_GE(race.calls()[0], 4);
   EXPECT_EQ(race.field(), (std::vector<std::size_t>{0, 3}));
-  EXPECT_EQ(winner_of(race, race.noise()), 0u);
+  EXPECT_EQ(winner_of(race), 0u);
   // The confirmation ran although the bound was spent: the bound does not cut it short.
   EXPECT_GT(race.excess(), race.excess_bound());
   // A leader that is fast in every call (0.9 against serial's 1.0) is confirmed, and wins.
   Race fast(t.size(), 32, 0.03, 8);
   run_accounted(fast, [&](std::size_t c, std::size_t) { return c == 3 ? 0.9 : t[c]; });
   EXPECT_TRUE(fast.confirmed()) << fast.stop_reason();
-  EXPECT_EQ(winner_of(fast, fast.noise()), 3u);
+  EXPECT_EQ(winner_of(fast), 3u);
 }
 
 // A bound that ends round 0 before the fastest candidate's counted call: its warm-up, faster than
@@ -351,13 +361,13 @@ TEST(Race, AWarmUpThatBeatsSerialIsConfirmedNotCrowned) {
   EXPECT_EQ(race.field(), (std::vector<std::size_t>{0, 4}));
   EXPECT_EQ(race.calls()[4], 3);  // its warm-up, then the confirmation's two
   EXPECT_TRUE(race.eligible()[4]);
-  EXPECT_EQ(winner_of(race, race.noise()), 4u);
+  EXPECT_EQ(winner_of(race), 4u);
   // A warm-up that was a fluke (its later calls 8.0, slower than serial): confirmed, serial kept.
   Race fluke(t.size(), 26, 0.03, 8);
   std::map<std::size_t, int> nth;
   run_accounted(fluke, [&](std::size_t c, std::size_t) { return c == 4 && ++nth[c] > 1 ? 8.0 : t[c]; });
   EXPECT_TRUE(fluke.confirmed()) << fluke.stop_reason();
-  EXPECT_EQ(winner_of(fluke, fluke.noise()), 0u);
+  EXPECT_EQ(winner_of(fluke), 0u);
   // Where a candidate with a counted call would win (candidate 1 at 6.9), it is the one confirmed,
   // not a lower warm-up.
   std::vector<double> led = t;
@@ -377,7 +387,7 @@ TEST(Race, NothingToConfirmWhereSerialLeads) {
   run_accounted(race, [&](std::size_t c, std::size_t) { return t[c]; });
   EXPECT_FALSE(race.confirmed());
   EXPECT_STREQ(race.stop_reason(), "the excess bound is spent");
-  EXPECT_EQ(winner_of(race, race.noise()), 0u);
+  EXPECT_EQ(winner_of(race), 0u);
 }
 
 // The confirmation stays within the call budget: with no room for four more calls the race
@@ -394,7 +404,7 @@ TEST(Race, ConfirmationKeepsToTheBudget) {
   const std::vector<std::size_t> more = run(roomy, [&](std::size_t c, std::size_t) { return t[c]; });
   EXPECT_TRUE(roomy.confirmed());
   EXPECT_EQ(more.size(), 12u);
-  EXPECT_EQ(winner_of(roomy, roomy.noise()), 1u);
+  EXPECT_EQ(winner_of(roomy), 1u);
 }
 
 // The refine step: the race settles its first field on a leader, then its neighbours (the
@@ -414,7 +424,7 @@ TEST(Race, RefinesAroundItsLeaderOnce) {
   for (std::size_t c : run(race, time)) ++calls[c];
   EXPECT_EQ(race.refined_around(), 2u);
   EXPECT_EQ(race.candidates(), t.size() + 3);
-  EXPECT_EQ(winner_of(race, race.noise()), 7u);
+  EXPECT_EQ(winner_of(race), 7u);
   EXPECT_LE(race.calls_used(), 48);
   for (std::size_t c = 6; c < 9; ++c) EXPECT_GE(calls[c], 2) << c;  // a warm-up and a counted call at least
   // The winner is judged on three counted calls, not on the refine round's one.
@@ -432,7 +442,7 @@ TEST(Race, RefinesAroundItsLeaderOnce) {
   run(tight, time);
   EXPECT_EQ(tight.refined_around(), 0u);
   EXPECT_EQ(tight.candidates(), t.size());
-  EXPECT_EQ(winner_of(tight, tight.noise()), 2u);
+  EXPECT_EQ(winner_of(tight), 2u);
 
   // Where the unfused baseline (no reserve) leads, the best overlapped survivor is refined
   // around, and the baseline races on beside its neighbours.
@@ -450,7 +460,7 @@ TEST(Race, RefinesAroundItsLeaderOnce) {
   kept.set_reserve({0, 0, 3});
   run(kept, [&](std::size_t c, std::size_t) { return c < slow.size() ? slow[c] : 19.0; });
   EXPECT_EQ(kept.refined_around(), 0u);
-  EXPECT_EQ(winner_of(kept, kept.noise()), 0u);
+  EXPECT_EQ(winner_of(kept), 0u);
 }
 
 // The noise is the machine's, read from every candidate measured so far: serial's calls spread
@@ -480,10 +490,42 @@ TEST(Race, OneWidelySpreadCandidateIsNotTheMachinesNoise) {
       EXPECT_TRUE(race.confirmed()) << race.stop_reason();
       EXPECT_EQ(race.field(), (std::vector<std::size_t>{0, 6}));
       EXPECT_LT(race.noise(), 0.05);
-      EXPECT_EQ(winner_of(race, race.noise()), 6u);
+      EXPECT_EQ(winner_of(race), 6u);
     } else {
       EXPECT_GT(race.noise(), 0.3);
-      EXPECT_EQ(winner_of(race, race.noise()), 0u);
+      EXPECT_EQ(winner_of(race), 0u);
+    }
+  }
+}
+
+// The spread is one call's; the lead is between two medians, which wander less the more calls
+// they take. Calls spread 16% (0.92, 1.0, 1.08 of their time, over and over) and a candidate 14%
+// ahead of serial: on three counted calls each the lead is under the spread and serial is kept;
+// on seven each the medians' wander, sqrt((1/7 + 1/7) / (2/3)) of the spread (10.5%), is under the
+// lead and the candidate wins. Only the spread shrinks: a guard of 15% still keeps serial.
+TEST(Race, AMedianOfMoreCallsNeedsASmallerLead) {
+  const std::vector<double> t = {1.0, 0.86, 0.87};
+  const double spread[] = {0.92, 1.0, 1.08};
+  for (const int budget : {12, 24}) {
+    std::map<std::size_t, int> calls;
+    Race race(t.size(), budget, 0.03);
+    run(race, [&](std::size_t c, std::size_t) { return t[c] * spread[calls[c]++ % 3]; });
+    ASSERT_STREQ(race.stop_reason(), "the call budget is spent");
+    EXPECT_NEAR(race.noise(), 0.16, 1e-9);
+    if (budget == 12) {
+      ASSERT_EQ(race.calls()[1], 4);  // a warm-up and three counted
+      EXPECT_NEAR(race.lead_needed(1), 0.16, 1e-9);
+      EXPECT_EQ(winner_of(race), 0u);
+    } else {
+      ASSERT_EQ(race.calls()[0], 8);  // a warm-up and seven counted, serial too
+      ASSERT_EQ(race.calls()[1], 8);
+      EXPECT_NEAR(race.lead_needed(1), 0.16 * std::sqrt((2.0 / 7) * 1.5), 1e-9);
+      EXPECT_EQ(winner_of(race), 1u);
+      Race guarded(t.size(), budget, 0.15);
+      calls.clear();
+      run(guarded, [&](std::size_t c, std::size_t) { return t[c] * spread[calls[c]++ % 3]; });
+      EXPECT_NEAR(guarded.lead_needed(1), 0.15, 1e-9);
+      EXPECT_EQ(winner_of(guarded), 0u);
     }
   }
 }
