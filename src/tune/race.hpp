@@ -42,6 +42,9 @@
 // of it costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
 // spreads, the same on every rank), so every rank runs the same candidate at every call.
 //
+// A candidate whose warm-up took more than three of serial's calls runs no more calls that round
+// (with the bound only): one pathological candidate must not spend the bound alone.
+//
 // The excess bound: a short job must not pay more for the race than it can win. The caller
 // passes every call's agreed time (the slowest rank's, account()), and the race ends at the call
 // where the calls so far cost more than `excess_calls` of serial's calls beyond the fastest call
@@ -142,6 +145,10 @@ class Race {
   static constexpr int kConfirmCalls = 2 * kCallsPerRound;
   /// A candidate slower than the leader by more than this factor is dropped.
   static constexpr double kHopeless = 2.0;
+  /// With the excess bound, a candidate whose warm-up took more than this many of serial's
+  /// fastest calls (serial having a counted one) runs no more calls that round: the hopeless
+  /// factor, and as much again for what a first call pays that later ones do not.
+  static constexpr double kHopelessWarmUp = 3.0;
 
  private:
   void start_round(int passes);  // every candidate of the field `passes` times, interleaved
@@ -151,6 +158,7 @@ class Race {
   void settle_or_confirm(const char* why);  // settle, or first confirm a thinly measured leader
   bool has_counted_call(std::size_t c) const;  // a call beyond its warm-up (any call, where each is counted)
   bool refine(const std::vector<std::size_t>& kept, bool decided);  // the refine round, where it may run
+  void skip_hopeless_warm_ups();  // drops this round's calls of a candidate whose warm-up was hopeless
 
   int budget_;
   double noise_guard_;
@@ -161,6 +169,8 @@ class Race {
   double excess_floor_s_ = 0;
   double fastest_ = 0;         // the fastest agreed call so far (0: none yet)
   double serial_fastest_ = 0;  // serial's fastest agreed call (0: none yet)
+  int serial_agreed_ = 0;      // serial's agreed calls so far
+  std::vector<double> warm_up_;  // per candidate, its warm-up's agreed time (0: none)
   double agreed_sum_ = 0;      // the agreed calls' total
   int agreed_count_ = 0;
   bool over_bound_ = false;

@@ -303,6 +303,37 @@ TEST(Race, ExcessBoundInRoundZero) {
   EXPECT_EQ(winner_of(race, 0.03), 0u);
 }
 
+// With the bound, a candidate whose warm-up took more than three of serial's calls runs no more
+// calls that round: at 5x serial its second call alone would have spent the bound of 8 serial
+// calls in round 0, before the others had a counted call each. Its warm-up stands as its median,
+// and the halving drops it. One at 2.5x serial runs its round.
+TEST(Race, AHopelessWarmUpRunsNoMoreThatRound) {
+  for (const double slow : {5.0, 2.5}) {
+    const std::vector<double> t = {1.0, 0.9, slow, 0.8, 0.95};
+    Race race(t.size(), 64, 0.03, 8.0);
+    run_accounted(race, [&](std::size_t c, std::size_t) { return t[c]; });
+    if (slow > Race::kHopelessWarmUp) {
+      EXPECT_EQ(race.calls()[2], 1);
+      EXPECT_GE(race.rounds(), 2) << race.stop_reason();
+      EXPECT_FALSE(race.eligible()[2]);
+    } else {
+      EXPECT_GE(race.calls()[2], 2);
+    }
+    EXPECT_EQ(winner_of(race), 3u);
+  }
+  // The switch's gemm_ar 256x1024x1024 at 4 ranks (AWarmUpThatBeatsSerialIsConfirmedNotCrowned's
+  // times as they were): the 2-piece schedules' warm-ups (23.0, 22.7 ms against serial's 7.3) end
+  // their round, and the bound no longer ends round 0 before candidate 4's counted call.
+  const std::vector<double> sw = {7.3, 7.6, 23.0, 15.6, 6.7, 11.2, 22.7, 7.5};
+  Race race(sw.size(), 26, 0.03, 8);
+  run_accounted(race, [&](std::size_t c, std::size_t) { return sw[c]; });
+  EXPECT_EQ(race.calls()[2], 1);
+  EXPECT_EQ(race.calls()[6], 1);
+  EXPECT_GE(race.calls()[4], 2);
+  EXPECT_TRUE(race.eligible()[4]);
+  EXPECT_EQ(winner_of(race), 4u);
+}
+
 // A race the bound ends among round 0's warm-ups judges nobody on a warm-up: serial's is the
 // process's own first call (slow), so the first candidate's warm-up would "beat" it. Serial stays.
 TEST(Race, AWarmUpAloneNeverWins) {
@@ -350,9 +381,11 @@ TEST(Race, ALeaderOnOneCountedCallIsMeasuredAgainBeforeItWins) {
 // A bound that ends round 0 before the fastest candidate's counted call: its warm-up, faster than
 // serial's counted call, leads it into the confirmation, and the confirmation's calls judge it.
 // The times are those of gemm_ar 256x1024x1024 at 4 ranks on the 2 Gbit/s switch (ms): the
-// 2-piece schedules' calls spent the bound by call 11, candidate 4 had run once.
+// 2-piece schedules' calls spent the bound by call 11, candidate 4 had run once. (They took 23.0
+// and 22.7 ms; here 21.0 and 21.5, under three of serial's calls, so that their warm-ups do not
+// end their round: AHopelessWarmUpRunsNoMoreThatRound, where the race's own times go further.)
 TEST(Race, AWarmUpThatBeatsSerialIsConfirmedNotCrowned) {
-  const std::vector<double> t = {7.3, 7.6, 23.0, 15.6, 6.7, 11.2, 22.7, 7.5};
+  const std::vector<double> t = {7.3, 7.6, 21.0, 15.6, 6.7, 11.2, 21.5, 7.5};
   Race race(t.size(), 26, 0.03, 8);
   const std::vector<double> times = run_accounted(race, [&](std::size_t c, std::size_t) { return t[c]; });
   EXPECT_EQ(times.size(), 11u + 4u);  // the bound crossed at call 11, then the confirmation
