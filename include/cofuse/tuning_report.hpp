@@ -53,6 +53,9 @@ struct TuningReport {
   /// it was dropped with); empty when it settled at once.
   std::vector<TunedCandidate> candidates;
   std::size_t winner = 0;   // index into candidates, once settled by measurement
+  /// The fastest candidate that may win (a counted call, serial with one too), the one judged
+  /// against serial, once settled by measurement (0: none faster than serial).
+  std::size_t leader = 0;
   int calls = 0;            // calls that returned (tuning calls included)
   int tune_calls = 0;       // the race's call budget in effect (rank 0's; 0 when it settled at once)
   int calls_raced = 0;      // the calls the race took (<= tune_calls), once settled by measurement
@@ -65,9 +68,9 @@ struct TuningReport {
   std::string stop_reason;
   bool tuning_off = false;  // rank 0's tune_calls was 0 (as opposed to nothing to measure)
   double noise_guard = 0;   // the smallest lead over serial a winner needs (config::noise_guard)
-  /// The lead over serial the fastest candidate needed once settled: the guard, or the calls'
-  /// measured spread where it was larger, scaled down where it and serial have more than three
-  /// counted calls (Race::lead_needed, tune/race.hpp).
+  /// The lead over serial the leader (below) needed once settled: the guard, or the calls'
+  /// measured spread where it was larger, scaled down the more counted calls it or serial has
+  /// beyond three (Race::lead_needed, tune/race.hpp).
   double lead_needed = 0;
   std::string tuning_db;    // the database read and written
   /// The excess bound in effect (rank 0's, in serial calls; 0: none), and once settled by

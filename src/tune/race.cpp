@@ -95,14 +95,15 @@ void Race::account(double agreed_seconds) {
   }
 }
 
-// A candidate whose warm-up took more than kHopelessWarmUp times serial's fastest call, serial
-// having a counted one, runs no more calls this round: the rest of its round could only cost the
-// caller. Its one call stands as its median (a warm-up: it may not win on it), and the halving
-// drops it where that is more than twice the leader's, or keeps it for another round where the
-// field is as slow. Why: on the 2 Gbit/s switch at 4 ranks on 2 cores (out/s64), gemm_ar
-// 256x1024x1024's fused 2-piece ring took 32.9 ms a call against serial's 7.6: its two calls of
-// round 0 spent the excess bound alone (8 serial calls, 57 ms), the race ended in round 0 with
-// most candidates measured once or not at all, and serial was kept 9.7% behind the final's best.
+// A candidate whose warm-up took more than kHopelessWarmUp times serial's fastest agreed call,
+// serial having a counted one, runs no more calls this round: the rest of its round could only
+// cost the caller. Its one call stands as its median (a warm-up: it may not win on it), and the
+// halving drops it where that is more than twice the leader's, or keeps it for the next round
+// (where it runs: start_round forgets the warm-ups) where the field is as slow. Why: on the
+// 2 Gbit/s switch at 4 ranks on 2 cores (out/s64), gemm_ar 256x1024x1024's fused 2-piece ring
+// took 32.9 ms a call against serial's 7.6: its two calls of round 0 took 51 ms of the excess
+// bound's 57 (8 serial calls), the race ended in round 0 with most candidates measured once or
+// not at all, and serial was kept 9.7% behind the final's best.
 // Judged on agreed times (account()), so every rank skips alike; only with the bound.
 void Race::skip_hopeless_warm_ups() {
   if (confirming_ || per_ != kCallsPerRound || serial_agreed_ < 2 || !(serial_fastest_ > 0)) return;
@@ -226,6 +227,7 @@ int Race::round_calls(std::size_t members) const {
 void Race::start_round(int passes) {
   order_.clear();
   at_ = 0;
+  warm_up_.clear();  // a hopeless warm-up ends its own round only: one the halving kept runs again
   const bool skip_serial = serial_beaten();
   for (int pass = 0; pass < passes; ++pass)
     for (std::size_t c : field_)
@@ -322,15 +324,15 @@ void Race::settle(const std::string& why) {
 // to serial in the final: on the 2x2 netlab hosts a leader 10.5% ahead of serial against a 9.7%
 // noise ran 6.5% slower than it). Beyond three it was too strict: on the 2 Gbit/s switch at 4
 // ranks on 2 cores, gemm_ar 256x1024x1024's 16-piece fused schedule led serial by 15.9% over five
-// counted calls each against a 17.2% noise, serial was kept, 13.4% behind the final's best, in
-// every evaluation since out/s55 (the 16-piece schedule measured 7.01 ms against serial's
-// 7.72 ms after). Only the measured spread shrinks: the guard is the least lead that counts.
+// counted calls each against a 17.2% noise, and serial was kept, 13.4% behind the final's best
+// (11-16% in every evaluation from out/s55 to out/s63; the 16-piece schedule measured 7.01 ms
+// against serial's 7.72 ms after). Only the measured spread shrinks: the guard is the least lead that counts.
 double Race::lead_needed(std::size_t c) const {
   if (c == 0 || c >= samples_.size()) return noise_;
   const double a = double(counted(samples_[0]).size()), b = double(counted(samples_[c]).size());
   if (a < kSpreadCalls || b < kSpreadCalls) return noise_;
-  const double scale = std::sqrt((1 / a + 1 / b) * kSpreadCalls / 2);
-  return std::max(noise_guard_, spread_ * std::min(1.0, scale));
+  const double scale = std::sqrt((1 / a + 1 / b) * kSpreadCalls / 2);  // <= 1: a, b >= 3
+  return std::max(noise_guard_, spread_ * scale);
 }
 
 std::vector<bool> Race::eligible() const {

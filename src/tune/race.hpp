@@ -12,7 +12,7 @@
 //             slower than the leader by more than the noise, or when the budget cannot pay for
 //             the next round; the winner must beat serial by the noise (the guard, or the median
 //             spread of every candidate's calls so far where it is larger), the spread scaled down
-//             where both have more than three counted calls (lead_needed: their medians are surer)
+//             the more counted calls either has beyond three (lead_needed: medians are surer)
 //   refine    once, at the close of round 1: the caller's reserve of neighbours (set_reserve)
 //             of the best survivor that has them (an overlapped one: the same family and split,
 //             the other fusion and data layout, half and twice its pieces) joins the survivors
@@ -42,8 +42,8 @@
 // of it costs the caller). The decisions are made on agreed numbers (the slowest rank's medians and
 // spreads, the same on every rank), so every rank runs the same candidate at every call.
 //
-// A candidate whose warm-up took more than three of serial's calls runs no more calls that round
-// (with the bound only): one pathological candidate must not spend the bound alone.
+// A candidate whose warm-up took more than three times serial's fastest call runs no more calls
+// that round (with the bound only): one pathological candidate must not spend most of the bound.
 //
 // The excess bound: a short job must not pay more for the race than it can win. The caller
 // passes every call's agreed time (the slowest rank's, account()), and the race ends at the call
@@ -145,9 +145,10 @@ class Race {
   static constexpr int kConfirmCalls = 2 * kCallsPerRound;
   /// A candidate slower than the leader by more than this factor is dropped.
   static constexpr double kHopeless = 2.0;
-  /// With the excess bound, a candidate whose warm-up took more than this many of serial's
-  /// fastest calls (serial having a counted one) runs no more calls that round: the hopeless
-  /// factor, and as much again for what a first call pays that later ones do not.
+  /// With the excess bound, a candidate whose warm-up took more than this many times serial's
+  /// fastest agreed call (serial having a counted one) runs no more calls that round: the
+  /// hopeless factor of 2, and half as much again for what a first call pays that later ones do
+  /// not.
   static constexpr double kHopelessWarmUp = 3.0;
 
  private:

@@ -419,7 +419,8 @@ void TuningOperation::close_round() {
     measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, race_->medians()[i], eligible[i]});
   // The lead over serial must be more than the guard and more than the medians' own wander
   // (the calls' spread, less where both have more calls: Race::lead_needed).
-  const double lead_needed = race_->lead_needed(detail::fastest_eligible(measured));
+  const std::size_t leader = detail::fastest_eligible(measured);
+  const double lead_needed = race_->lead_needed(leader);
   std::size_t winner = detail::pick_winner(measured, lead_needed);
   // A neighbour's operation joined after bind() and ran the race's calls on the buffers: bound
   // now, where the others are, as the winner's calls after it make no agreement. Where that
@@ -441,6 +442,7 @@ void TuningOperation::close_round() {
   ops_.push_back(std::move(kept));
   current_ = 0;
   report_.winner = winner;
+  report_.leader = leader;
   report_.stop_reason = race_->stop_reason();
   report_.calls_raced = race_->calls_used();
   report_.lead_needed = lead_needed;
@@ -530,16 +532,15 @@ std::string TuningOperation::explain() const {
         o << "First use in this process: the calibration's " << ms(report_.calibration_s) << " and the race's "
           << ms(report_.excess_s) << " beyond its fastest call, " << ms(report_.calibration_s + report_.excess_s)
           << " in all; a later process reads both back. ";
-      std::size_t fastest = 0;
-      for (std::size_t i = 1; i < candidates.size(); ++i)
-        if (candidates[i].calls > 0 && candidates[i].median_s < candidates[fastest].median_s) fastest = i;
+      // The lead asked: the guard, or the calls' spread where larger, less the more counted calls
+      // the two compared have beyond three (Race::lead_needed).
+      const std::string asked = measure::fixed(100 * report_.lead_needed, 1) + "%: the guard, or the calls' spread where larger, less for medians of more calls";
       if (report_.winner != 0)
-        o << w.name << " wins, " << measure::fixed(100 * (1 - w.median_s / s.median_s), 1) << "% faster than serial (the noise asks for "
-          << measure::fixed(100 * report_.lead_needed, 1)
-          << "%: the guard, or the calls' spread where larger, less where both have more than three calls).";
-      else if (fastest != 0)
-        o << candidates[fastest].name << " was fastest, but not by the " << measure::fixed(100 * report_.lead_needed, 1)
-          << "% noise guard over serial, so serial is kept.";
+        o << w.name << " wins, " << measure::fixed(100 * (1 - w.median_s / s.median_s), 1)
+          << "% faster than serial (the noise asks for " << asked << ").";
+      else if (report_.leader != 0)
+        o << candidates[report_.leader].name << " was the fastest that may win, but not by the lead the noise asks for ("
+          << asked << ") over serial, so serial is kept.";
       else
         o << "Serial was fastest, so serial is kept.";
       break;
