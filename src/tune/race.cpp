@@ -73,11 +73,8 @@ void Race::failed() {
 void Race::account(double agreed_seconds) {
   if (!bounded() || settled_ || at_ == 0 || !(agreed_seconds > 0)) return;
   const std::size_t c = order_[at_ - 1];
-  if (c == 0) {
-    serial_fastest_ = serial_fastest_ > 0 ? std::min(serial_fastest_, agreed_seconds) : agreed_seconds;
-    ++serial_agreed_;
-  }
-  if (c != 0 && calls_[c] == 1 && samples_[c].size() == 1) {
+  if (c == 0) serial_fastest_ = serial_fastest_ > 0 ? std::min(serial_fastest_, agreed_seconds) : agreed_seconds;
+  if (c != 0 && ran_once(c)) {
     warm_up_.resize(samples_.size(), 0.0);
     warm_up_[c] = agreed_seconds;
   }
@@ -106,9 +103,9 @@ void Race::account(double agreed_seconds) {
 // not at all, and serial was kept 9.7% behind the final's best.
 // Judged on agreed times (account()), so every rank skips alike; only with the bound.
 void Race::skip_hopeless_warm_ups() {
-  if (confirming_ || per_ != kCallsPerRound || serial_agreed_ < 2 || !(serial_fastest_ > 0)) return;
+  if (confirming_ || per_ != kCallsPerRound || !has_counted_call(0) || !(serial_fastest_ > 0)) return;
   const auto hopeless = [&](std::size_t c) {
-    return c != 0 && c < warm_up_.size() && calls_[c] == 1 && warm_up_[c] > kHopelessWarmUp * serial_fastest_;
+    return c != 0 && c < warm_up_.size() && ran_once(c) && warm_up_[c] > kHopelessWarmUp * serial_fastest_;
   };
   order_.erase(std::remove_if(order_.begin() + std::ptrdiff_t(at_), order_.end(), hopeless), order_.end());
 }
@@ -264,7 +261,7 @@ void Race::settle_or_confirm(const char* why) {
   const auto beats_serial = [&](std::size_t c) { return c != 0 && medians_[c] < medians_[0] * (1 - lead_needed(c)); };
   std::size_t leader = fastest([&](std::size_t c) { return bool(may_win[c]); });
   if (!beats_serial(leader) && over_bound_ && has_counted_call(0))
-    leader = fastest([&](std::size_t c) { return calls_[c] == 1 && samples_[c].size() == 1; });
+    leader = fastest([&](std::size_t c) { return ran_once(c); });
   const auto thin = [&](std::size_t c) { return counted(samples_[c]).size() < kSpreadCalls; };
   const bool room = used_ + kConfirmCalls <= budget_;
   if (!beats_serial(leader) || per_ != kCallsPerRound || !(thin(0) || thin(leader)) || !room) return settle(why);
@@ -346,5 +343,7 @@ std::vector<bool> Race::eligible() const {
 }
 
 bool Race::has_counted_call(std::size_t c) const { return samples_[c].size() >= std::size_t(per_); }
+
+bool Race::ran_once(std::size_t c) const { return calls_[c] == 1 && samples_[c].size() == 1; }
 
 }  // namespace cofuse::detail

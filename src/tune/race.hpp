@@ -158,6 +158,7 @@ class Race {
   void settle(const std::string& why);
   void settle_or_confirm(const char* why);  // settle, or first confirm a thinly measured leader
   bool has_counted_call(std::size_t c) const;  // a call beyond its warm-up (any call, where each is counted)
+  bool ran_once(std::size_t c) const;  // one call so far, and it returned: its warm-up alone
   bool refine(const std::vector<std::size_t>& kept, bool decided);  // the refine round, where it may run
   void skip_hopeless_warm_ups();  // drops this round's calls of a candidate whose warm-up was hopeless
 
@@ -170,7 +171,6 @@ class Race {
   double excess_floor_s_ = 0;
   double fastest_ = 0;         // the fastest agreed call so far (0: none yet)
   double serial_fastest_ = 0;  // serial's fastest agreed call (0: none yet)
-  int serial_agreed_ = 0;      // serial's agreed calls so far
   std::vector<double> warm_up_;  // per candidate, its warm-up's agreed time (0: none)
   double agreed_sum_ = 0;      // the agreed calls' total
   int agreed_count_ = 0;

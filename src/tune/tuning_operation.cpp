@@ -419,9 +419,8 @@ void TuningOperation::close_round() {
     measured.push_back({report_.candidates[i].schedule, report_.candidates[i].name, race_->medians()[i], eligible[i]});
   // The lead over serial must be more than the guard and more than the medians' own wander
   // (the calls' spread, less where both have more calls: Race::lead_needed).
-  const std::size_t leader = detail::fastest_eligible(measured);
-  const double lead_needed = race_->lead_needed(leader);
-  std::size_t winner = detail::pick_winner(measured, lead_needed);
+  const detail::RaceVerdict verdict = detail::judge(measured, *race_);
+  std::size_t winner = verdict.winner;
   // A neighbour's operation joined after bind() and ran the race's calls on the buffers: bound
   // now, where the others are, as the winner's calls after it make no agreement. Where that
   // fails (its workspace, on every rank alike) serial, bound already, is kept.
@@ -442,10 +441,10 @@ void TuningOperation::close_round() {
   ops_.push_back(std::move(kept));
   current_ = 0;
   report_.winner = winner;
-  report_.leader = leader;
+  report_.leader = verdict.leader;
   report_.stop_reason = race_->stop_reason();
   report_.calls_raced = race_->calls_used();
-  report_.lead_needed = lead_needed;
+  report_.lead_needed = verdict.lead_needed;
   report_.excess_s = race_->excess();
   report_.excess_bound_s = race_->excess_bound();
   report_.settled_by = SettledBy::measurement;

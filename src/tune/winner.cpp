@@ -9,6 +9,10 @@
 
 namespace cofuse::detail {
 
+namespace {
+
+// The eligible candidate with the smallest median (serial, 0, where none is faster): the one the
+// winner rule judges against serial.
 std::size_t fastest_eligible(const std::vector<MeasuredCandidate>& measured) {
   std::size_t fastest = 0;
   for (std::size_t i = 1; i < measured.size(); ++i)
@@ -16,10 +20,20 @@ std::size_t fastest_eligible(const std::vector<MeasuredCandidate>& measured) {
   return fastest;
 }
 
+}  // namespace
+
 std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double noise_guard) {
   std::size_t winner = fastest_eligible(measured);
   if (winner != 0 && !(measured[winner].median_s < measured[0].median_s * (1 - noise_guard))) winner = 0;
   return winner;
+}
+
+RaceVerdict judge(const std::vector<MeasuredCandidate>& measured, const Race& race) {
+  RaceVerdict v;
+  v.leader = fastest_eligible(measured);
+  v.lead_needed = race.lead_needed(v.leader);
+  v.winner = pick_winner(measured, v.lead_needed);
+  return v;
 }
 
 TuningEntry winner_entry(const OpDesc& desc, const std::string& machine, const std::vector<MeasuredCandidate>& measured,

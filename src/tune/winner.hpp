@@ -10,6 +10,7 @@
 #include "cofuse/model/profile.hpp"
 #include "cofuse/model/tuning.hpp"
 #include "cofuse/tuning_report.hpp"
+#include "tune/race.hpp"
 
 namespace cofuse::detail {
 
@@ -23,15 +24,21 @@ struct MeasuredCandidate {
   bool eligible = true;
 };
 
-/// The eligible candidate with the smallest median (serial, 0, where none is faster): the one
-/// the winner rule judges against serial.
-std::size_t fastest_eligible(const std::vector<MeasuredCandidate>& measured);
-
 /// The index of the winner: the eligible candidate with the smallest median, unless it is not
 /// faster than serial (index 0) by noise_guard (a fraction: 0.03 = 3%), when serial is kept.
 /// A lead smaller than run-to-run noise is no lead: serial stays the safe answer. The same
 /// numbers on every rank give the same winner on every rank.
 std::size_t pick_winner(const std::vector<MeasuredCandidate>& measured, double noise_guard);
+
+/// A settled race's verdict on its measured candidates: the leader (fastest_eligible), the lead
+/// over serial the race asks of it (Race::lead_needed) and the winner (pick_winner with that
+/// lead). The rule online tuning and `cofuse tune` keep their winner by.
+struct RaceVerdict {
+  std::size_t leader = 0;
+  double lead_needed = 0;
+  std::size_t winner = 0;
+};
+RaceVerdict judge(const std::vector<MeasuredCandidate>& measured, const Race& race);
 
 /// The database entry recording measured[winner] as the answer for desc on machine (the
 /// profile's name), with its provenance: every candidate's median, the time, the revision.

@@ -56,12 +56,9 @@ std::vector<MeasuredCandidate> measured_by(const Race& race) {
 
 std::size_t winner_of(const Race& race, double guard) { return pick_winner(measured_by(race), guard); }
 
-// The winner as online tuning and `cofuse tune` pick it: the fastest must lead serial by the lead
-// the race asks of it (Race::lead_needed).
-std::size_t winner_of(const Race& race) {
-  const std::vector<MeasuredCandidate> m = measured_by(race);
-  return pick_winner(m, race.lead_needed(fastest_eligible(m)));
-}
+// The winner as online tuning and `cofuse tune` pick it (judge): the fastest must lead serial by
+// the lead the race asks of it (Race::lead_needed).
+std::size_t winner_of(const Race& race) { return judge(measured_by(race), race).winner; }
 
 TEST(Race, RoundZeroRunsEveryCandidateTwiceInterleaved) {
   Race race(4, 100, 0.03);
