@@ -153,6 +153,10 @@ struct CollectiveFit {
   std::string unbent_because;             // why a line bent below was straightened (unbend_below)
 };
 
+/// The line through a collective's two timed sizes (bytes, seconds), alpha clamped at 0; where
+/// the two gave no positive slope, not fitted and the larger size's bus bandwidth alone.
+CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double small_s, double large_bytes, double large_s);
+
 /// Where the line through the two sizes crosses zero before the small one (a negative latency:
 /// the large size ran slower per byte, past a shaped link's burst or the caches), alpha clamped
 /// at 0 left a line through neither size: on 2 netlab hosts of 2 ranks (2 Gbit/s) MPI_Allgather

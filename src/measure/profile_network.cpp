@@ -43,13 +43,13 @@ void straight_line(CollectiveFit& f, double factor) {
   }
 }
 
+}  // namespace
+
 CollectiveFit fit(CollectiveKind kind, int ranks, double small_bytes, double small_s, double large_bytes, double large_s) {
   CollectiveFit f{{}, small_bytes, small_s, large_bytes, large_s, true};
   straight_line(f, bus_factor(kind, ranks));
   return f;
 }
-
-}  // namespace
 
 bool bend_below(CollectiveFit& f, double factor) {
   if (!f.fitted || !(f.small_bytes > 0) || !(f.small_s > 0) || !(f.large_bytes > f.small_bytes) ||

@@ -414,13 +414,9 @@ TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanOffIt) {
 TEST(CollectiveFit, BendsBelowWhereTheLineOfTwoSizesCrossesZero) {
   const double factor = 0.75;  // all-gather at 4 ranks
   // The 2x2 netlab hosts' MPI_Allgather: 0.504 ms at 256 KiB, 13.447 ms at 2 MiB.
-  measure::CollectiveFit f;
-  f.small_bytes = 256 << 10;
-  f.small_s = 0.504e-3;
-  f.large_bytes = 2 << 20;
-  f.large_s = 13.447e-3;
+  const measure::CollectiveFit f = measure::fit(measure::CollectiveKind::allgather, 4, 256 << 10, 0.504e-3, 2 << 20, 13.447e-3);
   const double slope = (f.large_s - f.small_s) / (f.large_bytes - f.small_bytes);
-  f.model.busbw_GBps = factor / slope * 1e-9;  // as fit() leaves it: alpha clamped at 0
+  ASSERT_EQ(f.model.alpha_s, 0);  // clamped
   const auto time = [&](const CollectiveModel& m, double bytes) {
     const double below = m.beyond_bytes > 0 ? std::min(bytes, m.beyond_bytes) : bytes;
     const double beyond = bytes > below ? (bytes - below) / m.beyond_busbw_GBps : 0;
@@ -526,17 +522,11 @@ TEST(CollectiveFit, TheProfileKeepsOneBendPerCollectiveAndSaysWhich) {
   n.passes = 3;
   n.beyond_timed = true;
   n.beyond_budget_s = 0.4;
-  // A line of the two sizes with a latency (0.2 ms), and one crossing zero (0.5 ms at 256 KiB, 13.4 at 2 MiB).
+  // A line of the two sizes through the origin (0.5 ms at 256 KiB, 4 at 2 MiB), and one crossing zero
+  // before the smaller (0.5 ms, 13.4 at 2 MiB), each as the calibration fits it, with the
+  // all-reduce's factor (1 at 2 ranks) for all.
   const auto two_sizes = [](double small_s, double large_s) {
-    measure::CollectiveFit f;
-    f.small_bytes = 256 << 10;
-    f.small_s = small_s;
-    f.large_bytes = 2 << 20;
-    f.large_s = large_s;
-    const double slope = (large_s - small_s) / (f.large_bytes - f.small_bytes);
-    f.model.alpha_s = std::max(0.0, small_s - f.small_bytes * slope);
-    f.model.busbw_GBps = 1.0 / slope * 1e-9;
-    return f;
+    return measure::fit(measure::CollectiveKind::allreduce, 2, 256 << 10, small_s, 2 << 20, large_s);
   };
   for (measure::CollectiveFit* f : {&n.allgather, &n.reduce_scatter, &n.allreduce_nb, &n.allgather_nb, &n.reduce_scatter_nb})
     *f = two_sizes(0.5e-3, 4e-3);
