@@ -211,11 +211,10 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     const int R = mn.ranks_per_host;
     net.ranks_per_node = R;
     net.inter_alpha_s = mn.inter_round_trip_s / 2;
-    // One link per host, or one per rank? R pairs at once on one shared link take about R times
-    // as long each as one pair alone; on links of their own about as long. The nearer wins.
-    const bool shared_link = mn.inter_exchange_s > (1.0 + R) / 2 * mn.inter_exchange_one_s;
-    net.nics_per_node = shared_link ? 1 : R;
-    net.inter_bandwidth_GBps = mn.large_bytes / (shared_link ? mn.inter_exchange_one_s : mn.inter_exchange_s) * 1e-9;
+    const InterHostLink link = inter_host_link(mn);
+    const bool shared_link = link.nics_per_node == 1 && R > 1;
+    net.nics_per_node = link.nics_per_node;
+    net.inter_bandwidth_GBps = mn.large_bytes / link.seconds * 1e-9;
     const std::string pairs = "one pair alone " + ms(mn.inter_exchange_one_s) + ", all " + std::to_string(R) +
                               " pairs at once " + ms(mn.inter_exchange_s) + " each";
     s["network.ranks_per_node"] = src.measured("ranks per host, every host alike and numbered host by host");
@@ -227,12 +226,14 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
         "rank r + " + std::to_string(R) + ": " + pairs + "; " + (shared_link ? "1 (the host's ranks share one link)"
                                                                             : "one per rank (each pair as fast as one alone)") +
         ", whichever of R times and once as long as one pair alone is nearer");
+    const std::string per_link = shared_link ? "the " + std::to_string(R) + " pairs' time over " + std::to_string(R) +
+                                                   " (the host's one link) " + ms(mn.inter_exchange_s / R)
+                                             : "all pairs at once (a link each) " + ms(mn.inter_exchange_s);
     s["network.inter_bandwidth_GBps"] = src.measured(
-        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between rank 0 and rank " +
-        std::to_string(R) + (shared_link ? " alone (the host's one link), bytes / " + ms(mn.inter_exchange_one_s)
-                                         : ", every pair of host 0 and host 1 at once (a link each), bytes / " +
-                                               ms(mn.inter_exchange_s)) +
-        " (" + pairs + "), " + net_passes);
+        "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between rank r of host 0 and "
+        "rank r + " + std::to_string(R) + ": bytes / the faster of one pair alone " + ms(mn.inter_exchange_one_s) +
+        " and " + per_link + " (a rank whose core is taken only slows a reading), " +
+        ms(link.seconds) + " (" + (link.by_all_pairs ? "the pairs at once" : "the pair alone") + "), " + net_passes);
   } else {
     s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
         s["network.nics_per_node"] = "fixed: used by topology two_level only";

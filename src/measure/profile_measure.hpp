@@ -263,6 +263,22 @@ double link_seconds(const NetworkResult& r, const std::string& topology);
 /// GB/s: large_bytes / link_seconds * 1e-9.
 double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
 
+/// The link between two hosts (two_level), from rank r of host 0 exchanging large_bytes with rank
+/// r + R of host 1, all R pairs at once (inter_exchange_s) and one pair alone (inter_exchange_one_s).
+struct InterHostLink {
+  int nics_per_node = 1;  // 1: the R ranks of a host share one link; R: a link each
+  double seconds = 0;     // large_bytes each way of one pair, on a link of its own
+  bool by_all_pairs = false;  // seconds came from the R pairs at once (else from the pair alone)
+};
+/// R pairs at once on one shared link take about R times as long each as one pair alone; on
+/// links of their own about as long: the nearer decides. Both readings then time the same link,
+/// and a rank whose core is taken (4 ranks on 2 cores) only slows a reading, so the link's time
+/// is the faster of the pair alone and the R pairs' time over the pairs that share a link. On
+/// bench/netlab's 2x2 hosts at 2 Gbit/s, four calibrations read the pair alone at 17.9 to 21.2 ms
+/// per 4 MiB and the two pairs at once at 16.6 to 17.5 ms a pair (the link is shaped to 0.25 GB/s):
+/// the pair alone gave 0.198 to 0.234 GB/s, the faster reading 0.239 to 0.253.
+InterHostLink inter_host_link(const NetworkResult& r);
+
 /// The calibration's quick check: every rank sends 4 MiB (16 MiB on links that move 1 MiB in
 /// under 0.5 ms) to the next and receives from the previous at once (a ring step), GB/s per
 /// rank, the fastest of at least 3 steps and 30 ms (~0.1 s on a 2 Gbit/s link), each step the

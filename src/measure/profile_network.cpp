@@ -358,6 +358,17 @@ double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology) 
   return r.large_bytes / link_seconds(r, topology) * 1e-9;
 }
 
+InterHostLink inter_host_link(const NetworkResult& r) {
+  const int R = std::max(1, r.ranks_per_host);
+  InterHostLink link;
+  const bool shared = r.inter_exchange_s > (1.0 + R) / 2 * r.inter_exchange_one_s;
+  link.nics_per_node = shared ? 1 : R;
+  const double all_pairs_s = r.inter_exchange_s / (shared ? R : 1);
+  link.by_all_pairs = all_pairs_s > 0 && (r.inter_exchange_one_s <= 0 || all_pairs_s < r.inter_exchange_one_s);
+  link.seconds = link.by_all_pairs ? all_pairs_s : r.inter_exchange_one_s;
+  return link;
+}
+
 double ring_check_GBps(MPI_Comm comm) {
   const int rank = detail::comm_rank(comm), size = detail::comm_size(comm);
   if (size < 2) return 0;

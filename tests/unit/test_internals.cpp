@@ -367,6 +367,35 @@ TEST(DetectTopology, TheExchangesFastestSampleStandsForTheLink) {
   EXPECT_EQ(measure::detect_topology(r), "switch");
 }
 
+// Between hosts both readings time the same link, and a rank whose core is taken only slows a
+// reading: the faster stands. The numbers are bench/netlab's 2x2 hosts at 2 Gbit/s (out/s64b's
+// calibration: the pair alone 21.159 ms, two pairs at once 35.042 ms each, per 4 MiB each way).
+TEST(InterHostLink, TheFasterOfThePairAloneAndThePairsAtOnceStandsForTheLink) {
+  struct Reading {
+    double one_s, all_s;  // one pair alone, two pairs at once
+    int nics;
+    bool by_all_pairs;
+    double seconds;
+    const char* why;
+  };
+  const Reading readings[] = {
+      {21.159e-3, 35.042e-3, 1, true, 35.042e-3 / 2, "nearer twice the pair alone: one shared link, the pairs faster"},
+      {15.0e-3, 35.042e-3, 1, false, 15.0e-3, "one shared link, the pair alone faster"},
+      {17.5e-3, 17.0e-3, 2, true, 17.0e-3, "a link each (about as long at once as alone), not divided"},
+      {17.5e-3, 19.0e-3, 2, false, 17.5e-3, "a link each, the pair alone faster"}};
+  for (const Reading& reading : readings) {
+    measure::NetworkResult r;
+    r.large_bytes = 4 << 20;
+    r.ranks_per_host = 2;
+    r.inter_exchange_one_s = reading.one_s;
+    r.inter_exchange_s = reading.all_s;
+    const measure::InterHostLink link = measure::inter_host_link(r);
+    EXPECT_EQ(link.nics_per_node, reading.nics) << reading.why;
+    EXPECT_EQ(link.by_all_pairs, reading.by_all_pairs) << reading.why;
+    EXPECT_DOUBLE_EQ(link.seconds, reading.seconds) << reading.why;
+  }
+}
+
 // The third size bends the line only when it ran more than 10% off it, slower or faster, and
 // then the bent part starts where the line ends at the larger size and meets the third point.
 TEST(CollectiveFit, BendsBeyondTheLineOnlyWhereTheThirdSizeRanOffIt) {
