@@ -212,7 +212,7 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
     net.ranks_per_node = R;
     net.inter_alpha_s = mn.inter_round_trip_s / 2;
     const InterHostLink link = inter_host_link(mn);
-    const bool shared_link = link.nics_per_node == 1 && R > 1;
+    const bool shared_link = link.nics_per_node == 1;  // R > 1 here (two_level_ranks_per_host)
     net.nics_per_node = link.nics_per_node;
     net.inter_bandwidth_GBps = mn.large_bytes / link.seconds * 1e-9;
     const std::string pairs = "one pair alone " + ms(mn.inter_exchange_one_s) + ", all " + std::to_string(R) +
@@ -226,14 +226,14 @@ MachineProfile build_profile(const ProfileRequest& args, const Measured& m, int 
         "rank r + " + std::to_string(R) + ": " + pairs + "; " + (shared_link ? "1 (the host's ranks share one link)"
                                                                             : "one per rank (each pair as fast as one alone)") +
         ", whichever of R times and once as long as one pair alone is nearer");
-    const std::string per_link = shared_link ? "the " + std::to_string(R) + " pairs' time over " + std::to_string(R) +
-                                                   " (the host's one link) " + ms(mn.inter_exchange_s / R)
-                                             : "all pairs at once (a link each) " + ms(mn.inter_exchange_s);
+    const std::string over = shared_link ? " over " + std::to_string(R) + " (they share the host's one link), " +
+                                               ms(mn.inter_exchange_s / R)
+                                         : " (a link each)";
     s["network.inter_bandwidth_GBps"] = src.measured(
         "MPI_Sendrecv of " + std::to_string(int64_t(mn.large_bytes)) + " bytes each way between rank r of host 0 and "
-        "rank r + " + std::to_string(R) + ": bytes / the faster of one pair alone " + ms(mn.inter_exchange_one_s) +
-        " and " + per_link + " (a rank whose core is taken only slows a reading), " +
-        ms(link.seconds) + " (" + (link.by_all_pairs ? "the pairs at once" : "the pair alone") + "), " + net_passes);
+        "rank r + " + std::to_string(R) + ": bytes / " + ms(link.seconds) + ", the faster of one pair alone " +
+        ms(mn.inter_exchange_one_s) + " and all " + std::to_string(R) + " pairs at once, " + ms(mn.inter_exchange_s) +
+        " each" + over + " (a rank whose core is taken only slows a reading), " + net_passes);
   } else {
     s["network.ranks_per_node"] = s["network.inter_alpha_s"] = s["network.inter_bandwidth_GBps"] =
         s["network.nics_per_node"] = "fixed: used by topology two_level only";

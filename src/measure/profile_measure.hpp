@@ -274,9 +274,10 @@ struct InterHostLink {
 /// links of their own about as long: the nearer decides. Both readings then time the same link,
 /// and a rank whose core is taken (4 ranks on 2 cores) only slows a reading, so the link's time
 /// is the faster of the pair alone and the R pairs' time over the pairs that share a link. On
-/// bench/netlab's 2x2 hosts at 2 Gbit/s, four calibrations read the pair alone at 17.9 to 21.2 ms
-/// per 4 MiB and the two pairs at once at 16.6 to 17.5 ms a pair (the link is shaped to 0.25 GB/s):
-/// the pair alone gave 0.198 to 0.234 GB/s, the faster reading 0.239 to 0.253.
+/// bench/netlab's 2x2 hosts at 2 Gbit/s (0.25 GB/s), eight calibrations (out/s59 to out/s65) read
+/// the pair alone at 17.5 to 21.2 ms per 4 MiB each way, 0.198 to 0.240 GB/s, and the two pairs at
+/// once at 33.1 to 35.0 ms each, 16.6 to 17.5 over 2: the faster reading gives 0.239 to 0.253 GB/s
+/// (a little above the shaped rate where the token bucket's burst helps).
 InterHostLink inter_host_link(const NetworkResult& r);
 
 /// The calibration's quick check: every rank sends 4 MiB (16 MiB on links that move 1 MiB in

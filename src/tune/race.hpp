@@ -31,7 +31,8 @@
 //             serial after, and one 10% ahead on two ran 4% slower. Where the bound ended it and
 //             no candidate with a counted call would win, one the bound stopped after its
 //             warm-up may lead into the confirmation (beside a serial with a counted call),
-//             never win on the warm-up
+//             never win on the warm-up. The others of the field with three counted calls or
+//             more stay eligible: a leader the confirmation finds slower loses to the fastest
 //
 // Serial (candidate 0) runs in every round: it is the baseline the winner must beat by the
 // noise guard, so it needs as many counted calls as the winner; but once a candidate with
@@ -103,8 +104,9 @@ class Race {
   /// Applies the halving and the stop to the agreed numbers; starts the next round or settles.
   void close_round(const std::vector<double>& agreed);
 
-  /// Once settled: the agreed medians (0: never counted), who may win (a counted call beyond its
-  /// warm-up, and serial has one too) and the calls each ran.
+  /// Once settled: the agreed medians (0: never counted), who may win (the field's, with a counted
+  /// call beyond its warm-up, serial having one too; after a confirmation also the field's before
+  /// it with three counted calls or more) and the calls each ran.
   const std::vector<double>& medians() const { return medians_; }
   std::vector<bool> eligible() const;
   const std::vector<int>& calls() const { return calls_; }
@@ -182,6 +184,7 @@ class Race {
   std::string stop_reason_;
   std::string confirm_reason_;  // why the race stopped before its confirmation
   std::vector<std::size_t> field_;           // racing now
+  std::vector<std::size_t> contenders_;      // beside a confirmed leader: the field's well measured (settle_or_confirm)
   std::vector<std::size_t> order_;           // this round's calls, by candidate
   std::size_t at_ = 0;                       // the next of order_
   std::vector<std::vector<double>> samples_;  // this rank's times per candidate, warm-up first

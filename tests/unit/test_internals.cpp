@@ -382,7 +382,8 @@ TEST(InterHostLink, TheFasterOfThePairAloneAndThePairsAtOnceStandsForTheLink) {
       {21.159e-3, 35.042e-3, 1, true, 35.042e-3 / 2, "nearer twice the pair alone: one shared link, the pairs faster"},
       {15.0e-3, 35.042e-3, 1, false, 15.0e-3, "one shared link, the pair alone faster"},
       {17.5e-3, 17.0e-3, 2, true, 17.0e-3, "a link each (about as long at once as alone), not divided"},
-      {17.5e-3, 19.0e-3, 2, false, 17.5e-3, "a link each, the pair alone faster"}};
+      {17.5e-3, 19.0e-3, 2, false, 17.5e-3, "a link each, the pair alone faster"},
+      {0, 35.042e-3, 1, true, 35.042e-3 / 2, "the pair alone not timed: the pairs at once"}};
   for (const Reading& reading : readings) {
     measure::NetworkResult r;
     r.large_bytes = 4 << 20;
@@ -394,6 +395,14 @@ TEST(InterHostLink, TheFasterOfThePairAloneAndThePairsAtOnceStandsForTheLink) {
     EXPECT_EQ(link.by_all_pairs, reading.by_all_pairs) << reading.why;
     EXPECT_DOUBLE_EQ(link.seconds, reading.seconds) << reading.why;
   }
+  // Hosts of 4 ranks sharing one link: the pairs' time over 4, not 2.
+  measure::NetworkResult r;
+  r.ranks_per_host = 4;
+  r.inter_exchange_one_s = 20e-3;
+  r.inter_exchange_s = 70e-3;
+  const measure::InterHostLink link = measure::inter_host_link(r);
+  EXPECT_EQ(link.nics_per_node, 1);
+  EXPECT_DOUBLE_EQ(link.seconds, 17.5e-3);
 }
 
 // The third size bends the line only when it ran more than 10% off it, slower or faster, and
