@@ -268,7 +268,6 @@ double link_bandwidth_GBps(const NetworkResult& r, const std::string& topology);
 struct InterHostLink {
   int nics_per_node = 1;  // 1: the R ranks of a host share one link; R: a link each
   double seconds = 0;     // large_bytes each way of one pair, on a link of its own
-  bool by_all_pairs = false;  // seconds came from the R pairs at once (else from the pair alone)
 };
 /// R pairs at once on one shared link take about R times as long each as one pair alone; on
 /// links of their own about as long: the nearer decides. Both readings then time the same link,

@@ -364,8 +364,8 @@ InterHostLink inter_host_link(const NetworkResult& r) {
   const bool shared = r.inter_exchange_s > (1.0 + R) / 2 * r.inter_exchange_one_s;
   link.nics_per_node = shared ? 1 : R;
   const double all_pairs_s = r.inter_exchange_s / (shared ? R : 1);
-  link.by_all_pairs = all_pairs_s > 0 && (r.inter_exchange_one_s <= 0 || all_pairs_s < r.inter_exchange_one_s);
-  link.seconds = link.by_all_pairs ? all_pairs_s : r.inter_exchange_one_s;
+  const bool by_all_pairs = all_pairs_s > 0 && (r.inter_exchange_one_s <= 0 || all_pairs_s < r.inter_exchange_one_s);
+  link.seconds = by_all_pairs ? all_pairs_s : r.inter_exchange_one_s;
   return link;
 }
 
