@@ -98,7 +98,8 @@ struct PlanChoice {
 /// latency of the profile's slowest link (overlap sends the data in two pieces at least, and each
 /// pays it). <= 0 when the collective is all latency: nothing overlapped can win, which is how a
 /// decode-sized call looks (a token's row, all-reduced). Online tuning races no overlapped
-/// schedule when this is below its noise guard's share of serial (tune/tuning_operation.cpp).
+/// schedule when this is below its noise guard's share of serial, only serial and the best
+/// unfused way (tune/tuning_operation.cpp).
 /// choice: an answer of choose_schedule (its candidates hold serial's losses); profile: the one it
 /// planned on.
 double overlap_headroom_s(const PlanChoice& choice, const MachineProfile& profile);
