@@ -69,7 +69,8 @@ struct OperationOptions {
   int tune_calls = -1;
   /// How many of the model's best overlapped schedules race beside serial and the best other
   /// unfused way: its best of each way of moving the data first (library collective, ring,
-  /// direct; flat or two-level), where the model is least sure, then its next best.
+  /// direct; flat or two-level), where the model is least sure, then its next best. 0: none,
+  /// serial and the best unfused way race alone (as where nothing can be hidden).
   int candidates = 6;
   /// The lead over serial's median an overlapped winner needs; < 0 = config::noise_guard()
   /// ($COFUSE_NOISE_GUARD, else 3%), the rule `cofuse tune` applies too.

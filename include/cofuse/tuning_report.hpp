@@ -15,7 +15,7 @@ namespace cofuse {
 enum class SettledBy {
   tuning,       // not yet: still measuring its candidates
   database,     // the tuning database held a measured winner for this question
-  model,        // the planner's choice, unmeasured: tuning off, or no overlapped candidate
+  model,        // the planner's choice, unmeasured: tuning off, a budget too small to race, or no candidate beside serial
   measurement,  // raced over at most tune_calls calls
 };
 /// "tuning", "database", "model" or "measurement".

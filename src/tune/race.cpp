@@ -178,7 +178,7 @@ void Race::close_round(const std::vector<double>& agreed) {
 
   // The bound first: it cut this round short, so the others' standing is a partial one.
   if (over_bound_) return settle_or_confirm("the excess bound is spent");
-  if (kept.empty()) return settle("every candidate beside serial was more than twice the leader");
+  if (kept.empty()) return settle("every candidate beside serial failed or was more than twice the leader");
   // After round 1 every survivor has three counted calls: one left, or a best that all the rest
   // trail by more than the noise, decides it, after the refine step where it has not run yet. A
   // neighbour the refine round brought has one counted call: it leads into another round

@@ -251,22 +251,32 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
   // differ would otherwise build different candidates, or settle at different calls.
   std::vector<std::string> fields;
   if (rank_ == 0) {
-    // Another shape's winner (the database's nearest M) is a candidate, not a verdict: at small M
-    // the GEMM library's own paths change between neighbouring sizes (OpenBLAS here: a 2-piece
-    // schedule won at M=8 and was 1.5x slower than serial at M=16), so it races with the rest.
-    std::optional<Schedule> nearby_winner;
-    if (choice.measured && choice.measured_nearby) {
-      nearby_winner = choice.schedule;
-      choice.measured = false;
-      choice.why += " That winner was another shape's, so it races beside the model's candidates.";
-    }
     // A call whose collective is all latency (a decode step's row): no overlapped schedule can
     // lead serial by the guard, so none is raced. The best unfused way still races serial: the
     // model's ranking of transports is least sure at these sizes (on shared memory, 2 ranks,
     // ag_gemm 64x2048x1024 ran 7.5% faster on cofuse's ring than on the library's allgather,
-    // which the model rated level), and a race of two is cheap (the excess bound's floor).
+    // which the model rated level), and a race of two is short.
     const double headroom_s = overlap_headroom_s(choice, planning.profile);
-    const bool nothing_to_hide = !choice.measured && tune_calls > 0 && headroom_s < noise_guard * choice.serial_s;
+    const bool latency_bound = tune_calls > 0 && headroom_s < noise_guard * choice.serial_s;
+    // Another shape's winner (the database's nearest M) is a candidate, not a verdict: at small M
+    // the GEMM library's own paths change between neighbouring sizes (OpenBLAS here: a 2-piece
+    // schedule won at M=8 and was 1.5x slower than serial at M=16), so it races with the rest.
+    // Except where nothing can be hidden and that winner overlaps nothing (serial or an unfused
+    // way): then the GEMM runs whole whichever wins, so those paths do not decide it, and a
+    // server whose batch size changes from step to step must not race again at every M (each
+    // race's record replaces its bucket's, so two sizes in turn would race for ever).
+    std::optional<Schedule> nearby_winner;
+    if (choice.measured && choice.measured_nearby) {
+      if (latency_bound && choice.schedule.overlap == Overlap::none) {
+        choice.why += " Nothing can be hidden at this size and that winner overlaps nothing, so it is kept without a race.";
+      } else {
+        nearby_winner = choice.schedule;
+        choice.measured = false;
+        choice.why += latency_bound ? " That winner was another shape's and overlaps, which nothing at this size can gain from, so it does not race."
+                                    : " That winner was another shape's, so it races beside the model's candidates.";
+      }
+    }
+    const bool nothing_to_hide = !choice.measured && latency_bound;
     const PlanCandidate* unfused = detail::best_unfused(choice.candidates);
     if (nothing_to_hide) {
       choice.schedule = serial_schedule();
@@ -276,8 +286,9 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
                     ms(std::max(0.0, headroom_s)) + " a call (serial's shorter part less one message latency), less "
                     "than the " + measure::fixed(noise_guard * 100, 1) + "% lead over serial's " + ms(choice.serial_s) +
                     " a winner needs, so " +
-                    (unfused ? "only the best unfused way (" + unfused->name + ") races serial, the library's own collective."
-                             : "serial is kept without measuring.");
+                    (unfused && tune_calls >= 2
+                         ? "only the best unfused way (" + unfused->name + ") races serial, the library's own collective."
+                         : "serial is kept without measuring.");
     }
     double serial_model_s = choice.serial_s;
     for (const PlanCandidate& c : choice.candidates)
@@ -287,12 +298,12 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
               exact(choice.serial_s), choice.why, choice.warning, exact(serial_model_s), exact(tune_excess), exact(excess_floor_s)};
     std::vector<const PlanCandidate*> racing;
     if (!nothing_to_hide) racing = detail::to_measure(choice.candidates, options.candidates);
-    if (nearby_winner && !nothing_to_hide && nearby_winner->overlap != Overlap::none)
+    if (nearby_winner && !nothing_to_hide && *nearby_winner != serial_schedule())
       for (const PlanCandidate& c : choice.candidates)
         if (c.schedule == *nearby_winner && std::find(racing.begin(), racing.end(), &c) == racing.end())
           racing.insert(racing.begin(), &c);
     // Serial and the best unfused way are always in the race, alone where nothing overlapped is.
-    if (unfused) racing.insert(racing.begin(), unfused);
+    if (unfused && std::find(racing.begin(), racing.end(), unfused) == racing.end()) racing.insert(racing.begin(), unfused);
     for (const PlanCandidate* c : racing)
       fields.insert(fields.end(), {c->schedule.to_string(), c->name, exact(c->predicted_s), exact(c->model_s), ""});
     for (std::size_t i = 0; i < racing.size(); ++i)
@@ -505,7 +516,7 @@ std::string TuningOperation::explain() const {
     case SettledBy::model:
       o << (report_.tuning_off            ? "Online tuning is off (tune_calls = 0), so the model's choice is final: "
             : !report_.stop_reason.empty() ? "No race (" + report_.stop_reason + "), so the model's choice is final: "
-                                           : std::string("There is no overlapped candidate to measure, so the model's choice is final: "))
+                                           : std::string("There is no candidate beside serial to measure, so the model's choice is final: "))
         << choice.name << ", predicted " << ms(choice.predicted_s) << " (serial " << ms(choice.serial_s) << "). "
         << choice.why;
       break;

@@ -208,7 +208,8 @@ std::string settled_line(const Operation& op, double tuning_s) {
     case SettledBy::model:
       o << "the model's choice " << t.model_choice.name << ", unmeasured ("
         << (t.tuning_off ? "tuning off: --autotune-calls or $COFUSE_AUTOTUNE_CALLS is 0"
-                         : "no overlapped candidate to measure")
+          : !t.stop_reason.empty() ? t.stop_reason
+                                   : std::string("no candidate beside serial to measure"))
         << ")";
       break;
     case SettledBy::measurement: {
