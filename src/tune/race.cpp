@@ -36,7 +36,16 @@ double relative_spread(const std::vector<double>& v) {
   return 2 * measure::summarize(deviations).median / med;
 }
 
+// Round 0's calls of each candidate: two (a warm-up and a counted one) when the budget allows
+// at least two candidates so; else one each, counted.
+int calls_per_candidate(int budget) { return budget >= 2 * Race::kCallsPerRound ? Race::kCallsPerRound : 1; }
+
 }  // namespace
+
+std::size_t Race::racing(std::size_t candidates, int budget) {
+  budget = std::max(0, budget);
+  return std::min(candidates, std::size_t(budget / calls_per_candidate(budget)));
+}
 
 Race::Race(std::size_t candidates, int budget, double noise_guard, double excess_calls, double excess_floor_s)
     : budget_(std::max(0, budget)), noise_guard_(noise_guard), samples_(candidates), calls_(candidates, 0),
@@ -44,10 +53,8 @@ Race::Race(std::size_t candidates, int budget, double noise_guard, double excess
   excess_calls_ = std::isfinite(excess_calls) && excess_calls > 0 ? excess_calls : 0;
   excess_floor_s_ = std::isfinite(excess_floor_s) && excess_floor_s > 0 ? excess_floor_s : 0;
   noise_ = noise_guard;
-  // Two calls each (a warm-up and a counted one) when the budget allows at least two
-  // candidates so; else one each, counted.
-  per_ = budget_ >= 2 * kCallsPerRound ? kCallsPerRound : 1;
-  const std::size_t racing = std::min(candidates, std::size_t(budget_ / per_));
+  per_ = calls_per_candidate(budget_);
+  const std::size_t racing = Race::racing(candidates, budget_);
   if (racing < 2) {
     settle(candidates < 2 ? "nothing to race" : "the budget has no room for a race");
     return;

@@ -74,6 +74,10 @@ class Race {
   /// excess_floor_s: with a bound, the least it allows in seconds, however short serial's calls.
   Race(std::size_t candidates, int budget, double noise_guard, double excess_calls = 0, double excess_floor_s = 0);
 
+  /// How many of `candidates` (serial first) a budget of `budget` calls races: two calls each in
+  /// round 0 where it pays for two candidates so, else one each; fewer than 2: no race.
+  static std::size_t racing(std::size_t candidates, int budget);
+
   /// Whether the race is over (no call left to run).
   bool settled() const { return settled_; }
   /// The candidate the next call runs; only while !settled().

@@ -286,7 +286,7 @@ TuningOperation::TuningOperation(const OpDesc& desc, MPI_Comm user, const Planni
                     ms(std::max(0.0, headroom_s)) + " a call (serial's shorter part less one message latency), less "
                     "than the " + measure::fixed(noise_guard * 100, 1) + "% lead over serial's " + ms(choice.serial_s) +
                     " a winner needs, so " +
-                    (unfused && tune_calls >= 2
+                    (unfused && detail::Race::racing(2, tune_calls) == 2
                          ? "only the best unfused way (" + unfused->name + ") races serial, the library's own collective."
                          : "serial is kept without measuring.");
     }

@@ -125,6 +125,18 @@ TEST(Race, KeepsToTheBudget) {
   EXPECT_EQ(Race(8, 3, 0.03).settled(), false);  // one call each, counted
   EXPECT_TRUE(Race(8, 1, 0.03).settled());
   EXPECT_TRUE(Race(1, 32, 0.03).settled());
+  // Race::racing is the constructor's count (online tuning asks it before building one): a race
+  // holds it, and under 2 there is none.
+  for (int budget : {-1, 0, 1, 2, 3, 4, 5, 6, 16})
+    for (std::size_t n : {1u, 2u, 3u, 8u}) {
+      const Race race(n, budget, 0.03);
+      EXPECT_EQ(race.settled(), Race::racing(n, budget) < 2) << n << " candidates, budget " << budget;
+      if (!race.settled()) EXPECT_EQ(race.field().size(), Race::racing(n, budget)) << n << ", " << budget;
+    }
+  EXPECT_EQ(Race::racing(2, 1), 1u);
+  EXPECT_EQ(Race::racing(2, 2), 2u);
+  EXPECT_EQ(Race::racing(8, 3), 3u);  // one call each, counted
+  EXPECT_EQ(Race::racing(8, 6), 3u);  // two each
 }
 
 // A failed call is a sample of nothing: a candidate whose every call failed is out, the race
